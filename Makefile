@@ -1,0 +1,71 @@
+# wikiground: `make index` then `make query Q="..."`; `make test`; `make bench`.
+SHELL := /bin/bash
+.ONESHELL:
+.SHELLFLAGS := -eu -o pipefail -c
+
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+# Default dump: a real enwiki fragment shipped inside the gensim 4.4.0 wheel (test data).
+GENSIM_WHEEL        := gensim-4.4.0-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl
+GENSIM_WHEEL_SHA256 := 91a7fa5e814e7b1bad4b2dffa8d62c1e55410d5cbdf930714c1997ffb4404db8
+DEFAULT_DUMP_NAME   := enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2
+DEFAULT_DUMP_SHA256 := a53f4648dec40467ebdcbc7a1307eddb51fe6e28e9309f6ebde81ba0d04bea2d
+DEFAULT_DUMP        := data/$(DEFAULT_DUMP_NAME)
+
+DUMP    ?= $(DEFAULT_DUMP)
+INDEX   ?= data/index
+INDEXES ?= all
+K       ?= 10
+Q       ?= Aristotle tutored Alexander the Great.
+SHARED  ?= ../shared/data
+
+.PHONY: install index query test test-slow bench clean distclean sample
+
+install: $(STAMP)
+
+# torch first, pinned: 2.13.0 is the CPU wheel on local disk; anything else pulls a CUDA build.
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip>=24"
+	$(PY) -m pip install --quiet "torch==2.13.0"
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+sample: $(DEFAULT_DUMP)
+
+$(DEFAULT_DUMP):
+	mkdir -p data/wheels
+	test -f data/wheels/$(GENSIM_WHEEL) || $(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: \
+	    --platform manylinux_2_28_x86_64 --python-version 3.11 --implementation cp \
+	    "gensim==4.4.0" -d data/wheels
+	echo "$(GENSIM_WHEEL_SHA256)  data/wheels/$(GENSIM_WHEEL)" | sha256sum --check --quiet
+	$(PYTHON) -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); open(sys.argv[2] + '.part', 'wb').write(z.read('gensim/test/test_data/' + sys.argv[3]))" \
+	    data/wheels/$(GENSIM_WHEEL) $@ $(DEFAULT_DUMP_NAME)
+	echo "$(DEFAULT_DUMP_SHA256)  $@.part" | sha256sum --check --quiet
+	mv $@.part $@
+
+index: $(STAMP) $(if $(filter $(DEFAULT_DUMP),$(DUMP)),$(DEFAULT_DUMP))
+	$(PY) -m indexer build $(foreach d,$(DUMP),--dump $(d)) --out $(INDEX) --indexes $(INDEXES)
+
+query: $(STAMP)
+	$(PY) -m retriever.query --index $(INDEX) --k $(K) "$(Q)"
+
+test: $(STAMP) $(DEFAULT_DUMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+bench: $(STAMP) $(DEFAULT_DUMP)
+	$(PY) -m benchmarks.run --shared $(SHARED)
+
+clean:
+	rm -rf .pytest_cache build *.egg-info
+	find . -name __pycache__ -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) data/index data/wheels data/*.bz2

@@ -1,0 +1,1 @@
+"""wikiground indexer: MediaWiki dumps and JSONL corpora into a DuckDB store and search indexes."""

@@ -1,0 +1,98 @@
+"""The store's public schema (DuckDB). Table and column names here are public API: add, never rename."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+DDL = """
+CREATE TABLE pages (
+    page_id           BIGINT PRIMARY KEY,
+    title             VARCHAR NOT NULL,
+    namespace         INTEGER NOT NULL,
+    rev_id            BIGINT,
+    rev_timestamp     VARCHAR,          -- ISO 8601, as in the dump
+    is_disambiguation BOOLEAN NOT NULL,
+    url               VARCHAR,
+    lead              VARCHAR,          -- clean text of the lead section
+    title_norm        VARCHAR NOT NULL, -- retriever.text.normalize_title(title)
+    source_file       VARCHAR,          -- input file the page came from
+    origin            VARCHAR NOT NULL DEFAULT 'local'  -- 'local' | 'live' (delta store)
+);
+CREATE TABLE redirects (
+    source_title     VARCHAR NOT NULL,
+    target_title     VARCHAR,           -- final target after resolving chains; NULL for a loop
+    target_fragment  VARCHAR,
+    source_norm      VARCHAR NOT NULL,
+    source_page_id   BIGINT,
+    namespace        INTEGER NOT NULL,
+    direct_target    VARCHAR NOT NULL,  -- the target as written on the redirect page
+    target_page_id   BIGINT,            -- NULL when the target is not in the store
+    is_loop          BOOLEAN NOT NULL DEFAULT FALSE
+);
+CREATE TABLE sections (
+    page_id       BIGINT NOT NULL,
+    section_index INTEGER NOT NULL,     -- 0 is the lead
+    level         INTEGER NOT NULL,     -- 1 for the lead, 2 for ==h==, ...
+    heading       VARCHAR NOT NULL,     -- '' for the lead
+    parent_index  INTEGER,              -- enclosing section (NULL for the lead)
+    text          VARCHAR NOT NULL,
+    heading_path  VARCHAR NOT NULL      -- 'History > Early life'
+);
+CREATE TABLE passages (
+    passage_id    BIGINT PRIMARY KEY,   -- dense, 0..N-1 in build order: shard embedding by id range
+    page_id       BIGINT NOT NULL,
+    section_index INTEGER NOT NULL,
+    text          VARCHAR NOT NULL,
+    title         VARCHAR NOT NULL,
+    heading_path  VARCHAR NOT NULL,
+    source        VARCHAR NOT NULL,     -- 'text' | 'table' | 'info'
+    passage_index INTEGER NOT NULL      -- order within the page
+);
+CREATE TABLE sentences (
+    passage_id          BIGINT NOT NULL,
+    sentence_index      INTEGER NOT NULL,   -- within the passage
+    page_sentence_index INTEGER NOT NULL,   -- within the page (HoVer/HotpotQA sentence ids)
+    text                VARCHAR NOT NULL,
+    start_char          INTEGER NOT NULL,   -- offsets into passages.text
+    end_char            INTEGER NOT NULL
+);
+CREATE TABLE categories (page_id BIGINT NOT NULL, category VARCHAR NOT NULL);
+CREATE TABLE see_also   (page_id BIGINT NOT NULL, target_title VARCHAR NOT NULL);
+CREATE TABLE links (
+    page_id       BIGINT NOT NULL,
+    target_title  VARCHAR NOT NULL,
+    anchor_text   VARCHAR NOT NULL,
+    section_index INTEGER
+);
+CREATE TABLE infobox (
+    page_id      BIGINT NOT NULL,
+    infobox_type VARCHAR NOT NULL,
+    key          VARCHAR NOT NULL,
+    value        VARCHAR NOT NULL
+);
+CREATE TABLE table_rows (
+    page_id     BIGINT NOT NULL,
+    table_index INTEGER NOT NULL,
+    row_index   INTEGER NOT NULL,
+    text        VARCHAR NOT NULL
+);
+"""
+
+# Created after the bulk load (faster than maintaining them row by row).
+INDEXES = """
+CREATE INDEX pages_title ON pages(title);
+CREATE INDEX pages_title_norm ON pages(title_norm);
+CREATE INDEX redirects_source ON redirects(source_title);
+CREATE INDEX redirects_source_norm ON redirects(source_norm);
+CREATE INDEX passages_page ON passages(page_id);
+CREATE INDEX sentences_passage ON sentences(passage_id);
+CREATE INDEX links_page ON links(page_id);
+CREATE INDEX categories_page ON categories(page_id);
+CREATE INDEX see_also_page ON see_also(page_id);
+CREATE INDEX infobox_page ON infobox(page_id);
+"""
+
+TABLES = (
+    "pages", "redirects", "sections", "passages", "sentences", "categories",
+    "see_also", "links", "infobox", "table_rows",
+)
