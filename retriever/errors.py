@@ -74,3 +74,11 @@ class CacheMissError(FallbackError):
 
 class ForbiddenHostError(FallbackError):
     """A request was about to leave for a host other than the configured API host."""
+
+
+class JvmError(WikigroundError):
+    """The Java 21 VM that Lucene/Anserini needs cannot be found or started."""
+
+
+class ModelError(ConfigError):
+    """The embedding model is missing, fails its pinned sha256, or cannot be loaded."""

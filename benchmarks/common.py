@@ -1,0 +1,126 @@
+"""Shared benchmark plumbing: corpora as JSONL inputs, index builds, page-level metrics, latency stats."""
+
+from __future__ import annotations
+
+import json
+import logging
+import resource
+import statistics
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("benchmarks")
+
+KS = (1, 5, 10, 21)
+
+
+def vital_jsonl(shared: Path, out: Path) -> Path:
+    """vital_articles_summaries.json ({title: {title, extract, ...}}) as a {title, text} JSONL corpus."""
+    dst = out / "vital_articles.jsonl"
+    if not dst.exists():
+        data = json.loads((shared / "corpora" / "vital_articles_summaries.json").read_text(encoding="utf-8"))
+        tmp = dst.with_suffix(".part")
+        with tmp.open("w", encoding="utf-8") as fh:
+            for key, rec in data.items():
+                fh.write(json.dumps({"title": rec.get("title") or key, "text": rec.get("extract") or ""}, ensure_ascii=False) + "\n")
+        tmp.replace(dst)
+    return dst
+
+
+def build(inputs: Sequence[Path], out: Path, *, indexes: Sequence[str] = ("bm25", "dense", "tfidf")) -> dict[str, Any]:
+    """Build once: reuse an index folder whose manifest lists every requested index."""
+    from indexer.build import build_index
+
+    man = out / "manifest.json"
+    if man.is_file():
+        m = json.loads(man.read_text())
+        if all(i in m.get("indexes", {}) for i in indexes):
+            log.info("reusing %s", out)
+            return m
+    t0 = time.perf_counter()
+    m = build_index(list(inputs), out, indexes=tuple(indexes), progress=True)
+    m.setdefault("bench_build_seconds", time.perf_counter() - t0)
+    return m
+
+
+def read_claims(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
+    return rows[:limit] if limit else rows
+
+
+def unique_in_order(items: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for x in items:
+        if x not in seen:
+            seen.add(x)
+            out.append(x)
+    return out
+
+
+def page_metrics(rankings: Sequence[Sequence[str]], golds: Sequence[Sequence[str]], ks: Sequence[int] = KS) -> dict[str, float]:
+    """Any-gold recall@k, all-gold recall@k and MRR of the first gold title, over page-title rankings."""
+    n = len(rankings)
+    out: dict[str, float] = {}
+    for k in ks:
+        out[f"R@{k}"] = sum(any(g in r[:k] for g in gold) for r, gold in zip(rankings, golds)) / n
+        out[f"all@{k}"] = sum(all(g in r[:k] for g in gold) for r, gold in zip(rankings, golds)) / n
+    rr = []
+    for r, gold in zip(rankings, golds):
+        ranks = [r.index(g) + 1 for g in gold if g in r]
+        rr.append(1.0 / min(ranks) if ranks else 0.0)
+    out["MRR"] = sum(rr) / n
+    return out
+
+
+def recall_curve(rankings: Sequence[Sequence[str]], golds: Sequence[Sequence[str]], kmax: int = 21, *, all_gold: bool = False) -> list[float]:
+    f = all if all_gold else any
+    n = len(rankings)
+    return [sum(f(g in r[:k] for g in gold) for r, gold in zip(rankings, golds)) / n for k in range(1, kmax + 1)]
+
+
+def latency(ms: Sequence[float]) -> dict[str, float]:
+    s = sorted(ms)
+    if not s:
+        return {"p50": float("nan"), "p95": float("nan"), "mean": float("nan")}
+    return {
+        "p50": statistics.median(s),
+        "p95": s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))],
+        "mean": statistics.fmean(s),
+    }
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3f}" if abs(v) < 100 else f"{v:.0f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def plot_curves(curves: dict[str, list[float]], path: Path, *, title: str, ylabel: str = "recall@k") -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2), dpi=110)
+    for name, ys in curves.items():
+        ax.plot(range(1, len(ys) + 1), ys, marker="o", markersize=3, label=name, linewidth=2.2 if name == "fused" else 1.2)
+    ax.set_xlabel("k (pages)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

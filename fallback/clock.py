@@ -1,0 +1,80 @@
+"""Time as a dependency: a clock the client sleeps on, and the token bucket that spaces requests.
+
+Tests inject a fake clock so retry waits and rate limiting are checked without real sleeping.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+    def sleep(self, seconds: float) -> None: ...
+    def now_iso(self) -> str: ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+    def now_iso(self) -> str:
+        return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FakeClock:
+    """A clock that only moves when slept on; records every sleep (for tests and benchmarks)."""
+
+    def __init__(self, start: float = 1000.0, *, wall_start: float = 1_767_225_600.0):  # 2026-01-01T00:00:00Z
+        self.t = start
+        self._wall0 = wall_start - start
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += max(0.0, seconds)
+
+    def now_iso(self) -> str:
+        return datetime.fromtimestamp(self._wall0 + self.t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class TokenBucket:
+    """``rate`` tokens per second, at most ``burst`` banked; ``acquire`` sleeps until one is free."""
+
+    def __init__(self, rate: float, *, burst: float = 1.0, clock: Clock | None = None):
+        if not rate > 0:
+            raise ValueError(f"rate must be > 0, not {rate!r}")
+        self.rate = rate
+        self.burst = max(1.0, burst)
+        self.clock = clock or SystemClock()
+        self._tokens = self.burst
+        self._last = self.clock.monotonic()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> float:
+        """Take one token; returns the seconds slept for it."""
+        with self._lock:
+            now = self.clock.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            waited = 0.0
+            if self._tokens < 1.0:
+                waited = (1.0 - self._tokens) / self.rate
+                self.clock.sleep(waited)
+                now = self.clock.monotonic()
+                self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+                self._last = now
+            self._tokens -= 1.0
+            return waited

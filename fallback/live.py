@@ -1,0 +1,435 @@
+"""Tiered live retrieval for the claim's entities that the local index lacks.
+
+Attempt 1: title lookup + intro of each missing entity (disambiguation pages resolved
+against the claim), and a keyword search's top M intros. Attempt 2: alternative search
+terms (the search suggestion, fewer terms) and sections of partially relevant pages,
+chosen by overlap with the claim. Attempt 3: categories and "See also" of partially
+relevant pages → their intros. Per-claim state means no request is made twice; a claim
+with no relevant evidence after ``max_attempts`` gets ``EVIDENCE_RETRIEVAL_FAILED_WIKIPEDIA``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import httpx
+
+from fallback.client import PageInfo, PageSections, WikiApi
+from fallback.clock import Clock
+from fallback.planner import KeywordPlanner, QueryPlanner
+from fallback.relevance import OverlapScorer, RelevanceScorer, content_words
+from fallback.settings import FallbackSettings
+from retriever.errors import ApiError, RetryExhaustedError, TransportError
+from retriever.records import Evidence
+from retriever.text import canonical_title
+
+log = logging.getLogger(__name__)
+
+STATUS_FOUND = "EVIDENCE_FOUND_WIKIPEDIA"
+STATUS_FAILED = "EVIDENCE_RETRIEVAL_FAILED_WIKIPEDIA"
+MAX_ATTEMPTS = 3
+DEFAULT_SEARCH_TOP_M = 3
+DEFAULT_MIN_RELEVANCE = 0.5      # default scorer: half of the claim's content words present
+CHUNK_WORDS = 120                # evidence granularity, close to the local passages' ~100 words
+SECTIONS_PER_PAGE = 2
+PAGES_TO_EXPAND = 2
+DISAMBIGUATION_OPTIONS = 20
+RELATED_TITLES = 10
+SKIP_HEADINGS = frozenset({"see also", "references", "external links", "notes", "further reading", "bibliography",
+                           "sources", "citations", "footnotes"})
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_Soft = (ApiError, RetryExhaustedError, TransportError)   # one failed request must not sink the claim
+
+
+@dataclass
+class ClaimState:
+    """What was tried for one claim, so no request is repeated."""
+
+    claim: str
+    attempts: int = 0
+    titles: list[str] = field(default_factory=list)
+    search_terms: list[str] = field(default_factory=list)
+    suggestions: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)          # "Title#index"
+    disambiguated: dict[str, str] = field(default_factory=dict)  # entity -> chosen title
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class LivePage:
+    """A page fetched live, with the provenance the evidence and the delta store carry."""
+
+    title: str
+    pageid: int | None
+    rev_id: int | None
+    url: str | None
+    fetched_at: str | None
+    intro: str
+    sections: tuple[tuple[str, str], ...] = ()   # (heading, text) fetched beyond the intro
+    is_disambiguation: bool = False
+    retrieved_for_entity: str | None = None
+    attempt: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["sections"] = [list(s) for s in self.sections]
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class LiveResult:
+    status: str
+    evidence: tuple[Evidence, ...]
+    attempts: int
+    requests: int
+    cache_hits: int
+    state: ClaimState
+    pages: tuple[LivePage, ...]
+    cache_misses: int = 0
+
+    @property
+    def found(self) -> bool:
+        return self.status == STATUS_FOUND
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "attempts": self.attempts, "requests": self.requests,
+                "cache_hits": self.cache_hits, "cache_misses": self.cache_misses,
+                "evidence": [e.to_dict() for e in self.evidence], "state": self.state.to_dict(),
+                "pages": [p.to_dict() for p in self.pages]}
+
+
+@dataclass
+class _Candidate:
+    title: str
+    section: str
+    text: str
+    entity: str | None
+    attempt: int
+    pageid: int | None
+    rev_id: int | None
+    url: str | None
+    fetched_at: str | None
+    score: float = 0.0
+
+
+def chunk_text(text: str, *, max_words: int = CHUNK_WORDS) -> list[str]:
+    """Paragraphs, split at sentence ends into pieces of at most about ``max_words`` words."""
+    out: list[str] = []
+    for para in (p.strip() for p in text.split("\n")):
+        if not para:
+            continue
+        current: list[str] = []
+        count = 0
+        for sentence in _SENTENCE_END.split(para):
+            n = len(sentence.split())
+            if current and count + n > max_words:
+                out.append(" ".join(current))
+                current, count = [], 0
+            current.append(sentence)
+            count += n
+        if current:
+            out.append(" ".join(current))
+    # Short paragraphs (list items, one-liners) are merged so a chunk has some context.
+    merged: list[str] = []
+    for piece in out:
+        if merged and len(merged[-1].split()) + len(piece.split()) <= max_words // 2:
+            merged[-1] = f"{merged[-1]} {piece}"
+        else:
+            merged.append(piece)
+    return merged
+
+
+class LiveFallback:
+    """Live MediaWiki retrieval for entity mentions missing from the local index."""
+
+    def __init__(self, api: WikiApi, *, scorer: RelevanceScorer | None = None, planner: QueryPlanner | None = None,
+                 max_attempts: int = MAX_ATTEMPTS, search_top_m: int = DEFAULT_SEARCH_TOP_M,
+                 min_relevance: float = DEFAULT_MIN_RELEVANCE):
+        self.api = api
+        self.scorer = scorer or OverlapScorer()
+        self.planner = planner or KeywordPlanner()
+        self.max_attempts = max(1, max_attempts)
+        self.search_top_m = search_top_m
+        self.min_relevance = min_relevance
+
+    def close(self) -> None:
+        self.api.close()
+
+    def __enter__(self) -> "LiveFallback":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- the tiers ------------------------------------------------------------------------------
+
+    def retrieve(self, claim: str, missing_entities: Sequence[str], *, k: int = 10) -> LiveResult:
+        api = self.api
+        start = (api.requests, api.cache_hits, api.cache_misses)
+        entities = list(dict.fromkeys(e.strip() for e in missing_entities if e and e.strip()))
+        state = ClaimState(claim)
+        run = _Run(self, claim, entities, state)
+        for attempt in range(1, self.max_attempts + 1):
+            state.attempts = attempt
+            if attempt == 1:
+                run.attempt1()
+            elif attempt == 2:
+                run.attempt2()
+            else:
+                run.attempt3()
+            run.score_new()
+            if run.done():
+                break
+        relevant = sorted((c for c in run.candidates if c.score >= self.min_relevance),
+                          key=lambda c: (-c.score, c.attempt, c.title, c.section))
+        evidence = tuple(
+            Evidence(title=c.title, page_id=c.pageid, passage_id=None, section=c.section, evidence_text=c.text,
+                     source="text", score=round(c.score, 6), ranks={"live": rank}, url=c.url, rev_id=c.rev_id,
+                     origin="live", retrieved_for_entity=c.entity, fetched_at=c.fetched_at, attempt=c.attempt)
+            for rank, c in enumerate(relevant[:k], start=1)
+        )
+        return LiveResult(
+            status=STATUS_FOUND if evidence else STATUS_FAILED, evidence=evidence, attempts=state.attempts,
+            requests=api.requests - start[0], cache_hits=api.cache_hits - start[1], state=state,
+            pages=tuple(run.live_pages()), cache_misses=api.cache_misses - start[2],
+        )
+
+
+class _Run:
+    """One claim's retrieval: candidates, pages and state."""
+
+    def __init__(self, fb: LiveFallback, claim: str, entities: list[str], state: ClaimState):
+        self.fb, self.api, self.claim, self.entities, self.state = fb, fb.api, claim, entities, state
+        self.candidates: list[_Candidate] = []
+        self.pages: dict[str, dict[str, Any]] = {}   # title -> LivePage fields (sections appended)
+        self._scored = 0
+        self._section_lists: dict[str, PageSections] = {}
+
+    # attempts
+
+    def attempt1(self) -> None:
+        infos = self._intros(self.entities)
+        for entity in self.entities:
+            info = infos.get(entity)
+            if info is None or info.missing or info.invalid:
+                continue
+            if info.is_disambiguation:
+                self._disambiguate(info, entity)
+            else:
+                self._add_page(info, entity)
+        self._search_round()
+
+    def attempt2(self) -> None:
+        self._search_round()
+        for title in self._partially_relevant():
+            self._expand_sections(title)
+
+    def attempt3(self) -> None:
+        related: list[str] = []
+        for title in self._partially_relevant():
+            try:
+                cats = self.api.categories(title)
+                self.state.categories.extend(c for c in cats if c not in self.state.categories)
+                see_also = [s for s in self._sections(title).sections if s.heading.strip().casefold() == "see also"]
+                if see_also:
+                    related.extend(self.api.section_links(title, see_also[0].index))
+            except _Soft as exc:
+                self._soft(exc)
+        infos = self._intros(related[:RELATED_TITLES])
+        for info in infos.values():
+            if not (info.missing or info.invalid or info.is_disambiguation):
+                self._add_page(info, self._entity_for(info.title, info.extract or ""))
+        self._search_round()
+
+    # steps
+
+    def _soft(self, exc: Exception) -> None:
+        log.warning("live fallback: %s", exc)
+        self.state.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def _intros(self, titles: Sequence[str]) -> dict[str, PageInfo]:
+        fresh = [t for t in dict.fromkeys(titles) if canonical_title(t) not in self.state.titles]
+        if not fresh:
+            return {}
+        self.state.titles.extend(canonical_title(t) for t in fresh)
+        try:
+            infos = self.api.intros(fresh)
+        except _Soft as exc:
+            self._soft(exc)
+            return {}
+        for info in infos.values():  # redirect targets count as tried too
+            if info.title not in self.state.titles:
+                self.state.titles.append(info.title)
+        return infos
+
+    def _search_round(self) -> None:
+        queries = self.fb.planner.queries(self.claim, self.entities, attempt=self.state.attempts, state=self.state)
+        for query in queries:
+            if query in self.state.search_terms:
+                continue
+            self.state.search_terms.append(query)
+            try:
+                result = self.api.search(query, limit=self.fb.search_top_m)
+            except _Soft as exc:
+                self._soft(exc)
+                continue
+            if result.suggestion and result.suggestion not in self.state.suggestions:
+                self.state.suggestions.append(result.suggestion)
+            infos = self._intros([h.title for h in result.hits])
+            for info in infos.values():
+                if info.missing or info.invalid:
+                    continue
+                entity = self._entity_for(info.title, info.extract or "")
+                if info.is_disambiguation:
+                    self._disambiguate(info, entity)
+                else:
+                    self._add_page(info, entity)
+
+    def _disambiguate(self, info: PageInfo, entity: str | None) -> None:
+        """Follow the disambiguation option whose intro best matches the claim."""
+        try:
+            options = self.api.links(info.title)[:DISAMBIGUATION_OPTIONS]
+        except _Soft as exc:
+            self._soft(exc)
+            return
+        infos = [i for i in self._intros(options).values() if not (i.missing or i.invalid or i.is_disambiguation)]
+        if not infos:
+            return
+        scores = self.fb.scorer.score(self.claim, [f"{i.title}. {i.extract or ''}" for i in infos])
+        best, score = max(zip(infos, scores), key=lambda pair: pair[1])
+        if score <= 0:
+            return
+        if entity:
+            self.state.disambiguated[entity] = best.title
+        self._add_page(best, entity)
+
+    def _add_page(self, info: PageInfo, entity: str | None) -> None:
+        if info.title in self.pages:
+            return
+        self.pages[info.title] = dict(title=info.title, pageid=info.pageid, rev_id=info.rev_id, url=info.url,
+                                      fetched_at=info.fetched_at, intro=info.extract or "", sections=[],
+                                      is_disambiguation=info.is_disambiguation, retrieved_for_entity=entity,
+                                      attempt=self.state.attempts)
+        for piece in chunk_text(info.extract or ""):
+            self.candidates.append(_Candidate(info.title, "", piece, entity, self.state.attempts, info.pageid,
+                                              info.rev_id, info.url, info.fetched_at))
+
+    def _sections(self, title: str) -> PageSections:
+        """A page's section list, asked for once per claim (attempts 2 and 3 both need it)."""
+        if title not in self._section_lists:
+            self._section_lists[title] = self.api.sections(title)
+        return self._section_lists[title]
+
+    def _expand_sections(self, title: str) -> None:
+        page = self.pages[title]
+        try:
+            parsed = self._sections(title)
+        except _Soft as exc:
+            self._soft(exc)
+            return
+        claim_words = set(content_words(self.claim))
+        usable = [s for s in parsed.sections if s.heading.strip().casefold() not in SKIP_HEADINGS
+                  and f"{title}#{s.index}" not in self.state.sections]
+        usable.sort(key=lambda s: (-len(claim_words & set(content_words(s.heading))), s.index))
+        for section in usable[:SECTIONS_PER_PAGE]:
+            self.state.sections.append(f"{title}#{section.index}")
+            try:
+                text = self.api.section_text(title, section.index)
+            except _Soft as exc:
+                self._soft(exc)
+                continue
+            if not text:
+                continue
+            page["sections"].append((section.heading, text))
+            rev_id = parsed.rev_id or page["rev_id"]
+            for piece in chunk_text(text):
+                self.candidates.append(_Candidate(title, section.heading, piece, page["retrieved_for_entity"],
+                                                  self.state.attempts, page["pageid"], rev_id, page["url"],
+                                                  parsed.fetched_at or page["fetched_at"]))
+
+    # scoring
+
+    def _entity_for(self, title: str, text: str) -> str | None:
+        """The missing entity a fetched page most plausibly serves (title first, then text)."""
+        if not self.entities:
+            return None
+        title_words, text_words = set(content_words(title)), set(content_words(text))
+
+        def fit(entity: str) -> tuple[float, float]:
+            ew = set(content_words(entity)) or {entity.casefold()}
+            return len(ew & title_words) / len(ew), len(ew & text_words) / len(ew)
+
+        best = max(self.entities, key=fit)
+        return best if fit(best) > (0.0, 0.0) else None
+
+    def score_new(self) -> None:
+        fresh = self.candidates[self._scored:]
+        if fresh:
+            scores = self.fb.scorer.score(self.claim, [f"{c.title}. {c.section}. {c.text}" if c.section
+                                                       else f"{c.title}. {c.text}" for c in fresh])
+            for cand, score in zip(fresh, scores):
+                cand.score = float(score)
+        self._scored = len(self.candidates)
+
+    def _best_by_page(self) -> dict[str, float]:
+        best: dict[str, float] = {}
+        for c in self.candidates:
+            best[c.title] = max(best.get(c.title, 0.0), c.score)
+        return best
+
+    def _partially_relevant(self) -> list[str]:
+        """Pages worth expanding: some overlap with the claim, best first."""
+        best = self._best_by_page()
+        ranked = sorted((t for t, s in best.items() if s > 0), key=lambda t: (-best[t], t))
+        return ranked[:PAGES_TO_EXPAND]
+
+    def done(self) -> bool:
+        relevant = [c for c in self.candidates if c.score >= self.fb.min_relevance]
+        if not relevant:
+            return False
+        if not self.entities:
+            return True
+        covered = {c.entity for c in relevant}
+        return all(e in covered for e in self.entities)
+
+    def live_pages(self) -> list[LivePage]:
+        return [LivePage(title=p["title"], pageid=p["pageid"], rev_id=p["rev_id"], url=p["url"],
+                         fetched_at=p["fetched_at"], intro=p["intro"], sections=tuple(p["sections"]),
+                         is_disambiguation=p["is_disambiguation"], retrieved_for_entity=p["retrieved_for_entity"],
+                         attempt=p["attempt"]) for p in self.pages.values()]
+
+
+def open_fallback(
+    *,
+    api_url: str | None = None,
+    contact: str | None = None,
+    cache_dir: Path | str | None = None,
+    cache_mode: str | None = None,
+    rate: float | None = None,
+    http_client: httpx.Client | None = None,
+    timeout: float | None = None,
+    replay_miss: str = "error",
+    clock: Clock | None = None,
+    scorer: RelevanceScorer | None = None,
+    planner: QueryPlanner | None = None,
+    max_attempts: int = MAX_ATTEMPTS,
+    search_top_m: int = DEFAULT_SEARCH_TOP_M,
+    min_relevance: float = DEFAULT_MIN_RELEVANCE,
+    env: dict[str, str] | None = None,
+) -> LiveFallback:
+    """A ready LiveFallback from CLI-style options; unset options come from ``WIKIGROUND_*`` env vars."""
+    settings = FallbackSettings.from_env(env, api_url=api_url, contact=contact, cache_dir=cache_dir,
+                                         cache_mode=cache_mode, rate=rate, timeout=timeout)
+    api = WikiApi(api_url=settings.api_url, contact=settings.contact, http_client=http_client,
+                  cache_dir=settings.cache_dir, cache_mode=settings.cache_mode, replay_miss=replay_miss,  # type: ignore[arg-type]
+                  rate=settings.rate, timeout=settings.timeout, clock=clock)
+    return LiveFallback(api, scorer=scorer, planner=planner, max_attempts=max_attempts,
+                        search_top_m=search_top_m, min_relevance=min_relevance)

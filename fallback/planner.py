@@ -1,0 +1,49 @@
+"""Search-term generation per attempt: a pluggable ``QueryPlanner`` and a keyword default.
+
+An LLM planner (e.g. DSPy) only needs ``queries(claim, entities, attempt=, state=)``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+from fallback.relevance import content_words
+
+if TYPE_CHECKING:
+    from fallback.live import ClaimState
+
+MAX_QUERY_WORDS = 8
+
+
+class QueryPlanner(Protocol):
+    def queries(self, claim: str, entities: Sequence[str], *, attempt: int, state: "ClaimState") -> list[str]: ...
+
+
+class KeywordPlanner:
+    """Attempt 1: the claim's keywords. Attempt 2: the search's suggestion, then fewer terms.
+    Attempt 3: categories of partially relevant pages, narrowed by the entity."""
+
+    def __init__(self, *, max_words: int = MAX_QUERY_WORDS, per_attempt: int = 3):
+        self.max_words = max_words
+        self.per_attempt = per_attempt
+
+    def queries(self, claim: str, entities: Sequence[str], *, attempt: int, state: "ClaimState") -> list[str]:
+        keys = content_words(claim)[: self.max_words]
+        out: list[str] = []
+        if attempt == 1:
+            out.append(" ".join(keys))
+        elif attempt == 2:
+            out.extend(state.suggestions)
+            entity_words = {w for e in entities for w in content_words(e)}
+            rest = [w for w in keys if w not in entity_words]
+            for entity in entities:  # the entity with the claim's other words, then the entity alone
+                out.append(" ".join([entity, *rest[:2]]))
+                out.append(entity)
+            if len(keys) > 2:
+                out.append(" ".join(keys[: max(2, len(keys) // 2)]))
+        else:
+            for category in state.categories[:2]:
+                out.append(category)
+        tried = set(state.search_terms)
+        unique = [q for q in dict.fromkeys(q.strip() for q in out) if q and q not in tried]
+        return unique[: self.per_attempt]

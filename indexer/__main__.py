@@ -1,0 +1,72 @@
+"""``python -m indexer build --dump PATH --out DIR [--indexes LIST] [--namespaces 0] [--workers N] [--quiet]``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated namespace numbers, got {text!r}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m indexer", description="Build a wikiground index folder.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="ingest dumps / JSONL corpora into a store and search indexes")
+    build.add_argument("--dump", action="append", required=True, metavar="PATH",
+                       help="MediaWiki XML dump (.xml/.bz2/.gz), JSONL corpus, or a folder of them; repeatable")
+    build.add_argument("--out", required=True, metavar="DIR", help="index folder to create or replace")
+    build.add_argument("--indexes", default="all", metavar="LIST",
+                       help="comma list among bm25,dense,tfidf; 'all' (default) or 'none' (store alone)")
+    build.add_argument("--namespaces", type=_int_list, default=[0], metavar="LIST",
+                       help="namespace numbers to keep, e.g. 0,4 (default 0)")
+    build.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="cleaner processes (default: usable CPUs; 1 = no pool)")
+    build.add_argument("--max-page-chars", type=int, default=None, metavar="N",
+                       help="truncate wikitext longer than this (with a warning)")
+    build.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+    build.add_argument("--verbose", action="store_true", help="debug logging and tracebacks on errors")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+    from indexer.build import build_index, parse_index_list
+    from retriever.errors import ConfigError, WikigroundError
+
+    options = {} if args.max_page_chars is None else {"max_page_chars": args.max_page_chars}
+    try:
+        manifest = build_index(args.dump, args.out, indexes=parse_index_list(args.indexes),
+                               namespaces=args.namespaces, workers=args.workers, progress=not args.quiet, **options)
+    except KeyboardInterrupt:
+        print("interrupted; the partial build was removed", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except WikigroundError as exc:
+        if args.verbose:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_ERROR
+    counts = manifest["counts"]
+    if not args.quiet:
+        formats = ", ".join(sorted({i["format"] for i in manifest["inputs"]}))
+        print(f"{args.out}: {counts['pages']:,} pages, {counts['redirects']:,} redirects, "
+              f"{counts['passages']:,} passages, {counts['sentences']:,} sentences ({formats}); "
+              f"indexes: {', '.join(manifest['indexes']) or 'none'}; {manifest['build']['seconds']:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""Build an index folder: inputs -> ``wiki.duckdb`` -> search indexes -> ``manifest.json``, atomically.
+
+The main process streams pages (mwxml / JSONL) in batches of :data:`BATCH_PAGES`; a process pool
+cleans and chunks them; results come back in input order (so the store is identical for any
+worker count) and are bulk-loaded by :class:`~indexer.store_writer.StoreWriter`. Everything is
+written into a temp folder next to ``out`` that replaces ``out`` only when complete.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import logging
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from indexer.manifest import MANIFEST_NAME, STORE_NAME, write_manifest
+from indexer.readers import InputReader, RawPage, expand_inputs
+from indexer.store_writer import (
+    DEFAULT_MAX_PAGE_CHARS, DEFAULT_PASSAGE_WORDS, PageRows, StoreWriter, process_batch,
+)
+from retriever.errors import BuildError, ConfigError, InputError, WikigroundError
+
+logger = logging.getLogger(__name__)
+
+ALL_INDEXES = ("bm25", "dense", "tfidf")
+BATCH_PAGES = 64
+INFLIGHT_PER_WORKER = 4  # batches queued per worker: keeps workers busy, memory bounded
+_WORKER_PRELOAD = ["indexer.store_writer", "indexer.wikitext", "indexer.chunking"]
+
+
+def build_index(
+    inputs: Sequence[str | Path] | str | Path,
+    out: str | Path,
+    *,
+    indexes: Sequence[str] = ALL_INDEXES,
+    namespaces: Sequence[int] = (0,),
+    workers: int | None = None,
+    progress: bool = False,
+    index_options: Mapping[str, Mapping] | None = None,
+    max_page_chars: int = DEFAULT_MAX_PAGE_CHARS,
+    passage_words: int = DEFAULT_PASSAGE_WORDS,
+) -> dict[str, Any]:
+    """Ingest dumps / JSONL corpora into ``out`` (store + chosen indexes) and return the manifest.
+
+    ``workers``: cleaner processes (default: the usable CPUs; 1 = in-process). On any failure the
+    partial build is removed, an existing ``out`` is left untouched and the error is raised.
+    """
+    started = time.time()
+    indexes = _check_indexes(indexes)
+    namespaces = sorted({int(n) for n in namespaces})
+    if not namespaces:
+        raise ConfigError("namespaces: give at least one namespace number")
+    workers = _usable_cpus() if workers is None else int(workers)
+    if max_page_chars < 1 or passage_words < 1:
+        raise ConfigError("max_page_chars and passage_words must be positive")
+    index_options = {name: dict(opts) for name, opts in (index_options or {}).items()}
+    paths = expand_inputs(inputs)
+    out = Path(out).absolute()
+    _check_out(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        ingest = _ingest(paths, tmp / STORE_NAME, namespaces=namespaces, workers=workers, progress=progress,
+                         max_page_chars=max_page_chars, passage_words=passage_words)
+        ingest_seconds = time.time() - started
+        built: dict[str, Any] = {}
+        for name in indexes:
+            built[name] = _build_one(name, tmp, progress=progress, options=index_options.get(name, {}))
+        finished = time.time()
+        readers = ingest.pop("readers")
+        sites = [r.stats.siteinfo for r in readers if r.stats.siteinfo]
+        stamps = [r.stats.newest_rev_timestamp for r in readers if r.stats.newest_rev_timestamp]
+        manifest = {
+            "schema_version": _schema_version(),
+            "tool": "wikiground",
+            "tool_version": _tool_version(),
+            "store": STORE_NAME,
+            "inputs": [r.stats.to_dict() for r in readers],
+            "siteinfo": sites[0] if sites else {},
+            "newest_rev_timestamp": max(stamps) if stamps else None,
+            **ingest,
+            "parameters": {
+                "indexes": list(indexes), "namespaces": namespaces, "workers": workers,
+                "max_page_chars": max_page_chars, "passage_words": passage_words,
+                "index_options": _jsonable(index_options),
+            },
+            "build": {
+                "started": _iso(started), "finished": _iso(finished),
+                "seconds": round(finished - started, 3), "ingest_seconds": round(ingest_seconds, 3),
+            },
+            "indexes": built,
+        }
+        write_manifest(tmp, manifest)
+        _swap_into_place(tmp, out)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, (WikigroundError, KeyboardInterrupt, SystemExit)) or not isinstance(exc, Exception):
+            raise
+        raise BuildError(f"building {out} failed: {type(exc).__name__}: {exc}") from exc
+    counts = manifest["counts"]
+    logger.info("built %s: %d pages, %d redirects, %d passages in %.1fs", out, counts["pages"],
+                counts["redirects"], counts["passages"], finished - started)
+    return manifest
+
+
+def _ingest(paths: list[Path], db_path: Path, *, namespaces: list[int], workers: int, progress: bool,
+            max_page_chars: int, passage_words: int) -> dict[str, Any]:
+    """Read every input into the store; returns the writer's counts plus the readers (for their stats)."""
+    from tqdm import tqdm
+
+    readers: list[InputReader] = []
+    total_bytes = sum(p.stat().st_size for p in paths if p.is_file())
+    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="ingest", disable=not progress,
+               dynamic_ncols=True, smoothing=0.1)
+    writer = StoreWriter(db_path)
+    try:
+        pages = _pages(paths, namespaces, readers)
+        done = 0
+        start = time.time()
+        for rows in _processed(pages, workers=workers, max_page_chars=max_page_chars, passage_words=passage_words):
+            writer.add(rows)
+            done += 1
+            if progress and done % BATCH_PAGES == 0:
+                read = sum(r.bytes_read for r in readers)
+                bar.update(read - bar.n)
+                bar.set_postfix_str(f"{done:,} pages, {done / max(time.time() - start, 1e-9):,.0f} pages/s",
+                                    refresh=False)
+        bar.update(total_bytes - bar.n)
+        result = writer.finish()
+    except BaseException:
+        writer.close()
+        raise
+    finally:
+        bar.close()
+    if result["counts"]["pages"] == 0 and result["counts"]["redirects"] == 0:
+        raise InputError(f"no pages found in namespace(s) {namespaces}",
+                         path=", ".join(str(p) for p in paths))
+    result["readers"] = readers
+    return result
+
+
+def _pages(paths: list[Path], namespaces: list[int], readers: list[InputReader]) -> Iterator[RawPage]:
+    next_id = 1  # synthetic ids of JSONL pages run on across inputs
+    for path in paths:
+        reader = InputReader(path, namespaces=namespaces, next_page_id=next_id)
+        readers.append(reader)
+        yield from reader
+        next_id = reader.next_page_id
+
+
+def _batches(pages: Iterable[RawPage]) -> Iterator[list[RawPage]]:
+    it = iter(pages)
+    while batch := list(itertools.islice(it, BATCH_PAGES)):
+        yield batch
+
+
+def _processed(pages: Iterable[RawPage], *, workers: int, max_page_chars: int,
+               passage_words: int) -> Iterator[PageRows]:
+    """Page rows in input order; a process pool does the cleaning once there is more than one batch."""
+    batches = _batches(pages)
+    first = next(batches, None)
+    if first is None:
+        return
+    second = next(batches, None)
+    if workers <= 1 or second is None:
+        for batch in itertools.chain([first], [second] if second else [], batches):
+            yield from process_batch(batch, max_page_chars, passage_words)
+        return
+    ctx = multiprocessing.get_context("forkserver")
+    # Workers import the cleaner once in the fork server instead of once per worker.
+    ctx.set_forkserver_preload(_WORKER_PRELOAD)
+    pool = ctx.Pool(workers)
+    try:
+        # apply_async with a bounded queue, not imap: imap drains the whole input into memory.
+        pending: deque = deque()
+        for batch in itertools.chain([first, second], batches):
+            pending.append(pool.apply_async(process_batch, (batch, max_page_chars, passage_words)))
+            while len(pending) >= workers * INFLIGHT_PER_WORKER:
+                yield from pending.popleft().get()
+        while pending:
+            yield from pending.popleft().get()
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+def _build_one(name: str, tmp: Path, *, progress: bool, options: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        module = importlib.import_module(f"retriever.backends.{name}")
+    except ImportError as exc:
+        raise BuildError(f"index {name!r}: backend module retriever.backends.{name} not available ({exc})") from exc
+    out_dir = tmp / name
+    out_dir.mkdir(exist_ok=True)
+    started = time.time()
+    logger.info("building %s index", name)
+    try:
+        info = module.build(tmp / STORE_NAME, out_dir, progress=progress, **options)
+    except WikigroundError:
+        raise
+    except Exception as exc:
+        raise BuildError(f"index {name!r} failed: {type(exc).__name__}: {exc}") from exc
+    info = dict(info or {})
+    info.setdefault("seconds", round(time.time() - started, 3))
+    return _jsonable(info)
+
+
+def _check_indexes(indexes: Sequence[str] | str) -> tuple[str, ...]:
+    if isinstance(indexes, str):
+        indexes = parse_index_list(indexes)
+    unknown = [name for name in indexes if name not in ALL_INDEXES]
+    if unknown:
+        raise ConfigError(f"unknown index {', '.join(unknown)}: choose among {', '.join(ALL_INDEXES)}, all or none")
+    return tuple(dict.fromkeys(indexes))
+
+
+def parse_index_list(text: str) -> tuple[str, ...]:
+    """``"all"``, ``"none"`` or a comma list such as ``"bm25,tfidf"``."""
+    text = text.strip().lower()
+    if text in ("", "none"):
+        return ()
+    if text == "all":
+        return ALL_INDEXES
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_NAME).is_file():
+        # Guard against `--out ~`: only an earlier index folder may be replaced.
+        raise ConfigError(f"{out}: folder is not empty and holds no {MANIFEST_NAME}; refusing to replace it")
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
+        os.rename(out, old)
+    try:
+        os.rename(tmp, out)
+    except BaseException:
+        if old is not None:
+            os.rename(old, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _schema_version() -> int:
+    from indexer.schema import SCHEMA_VERSION
+
+    return SCHEMA_VERSION
+
+
+def _tool_version() -> str:
+    import retriever
+
+    return retriever.__version__
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Path):
+        return str(value)
+    return repr(value)

@@ -1,0 +1,468 @@
+"""Streaming readers: MediaWiki XML dumps (via mwxml) and JSON-lines corpora, as :class:`RawPage` records.
+
+Compression is detected from magic bytes (bz2 incl. multistream, gzip, plain), the format from the
+first bytes / first record. Every read error becomes an :class:`~retriever.errors.InputError` naming
+the file and the place (compressed byte offset, line, last good page).
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import io
+import json
+import logging
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from retriever.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+# Suffixes picked up when a folder is given as input.
+INPUT_SUFFIXES = (".xml", ".bz2", ".gz", ".jsonl", ".ndjson", ".json")
+SNIFF_BYTES = 1 << 16
+XML_FORMAT = "mediawiki-xml"
+JSON_OBJECT_FORMAT = "json-object"
+JSONL_SHAPES = ("hotpotqa-abstracts", "fever-wiki-pages", "kilt", "title-text")
+_KILT_SECTION = re.compile(r"^Section::::(.*?)\.?\s*$")
+
+
+@dataclass(slots=True)
+class RawPage:
+    """One page as read from an input, before cleaning.
+
+    ``kind`` says what ``text`` holds: 'wikitext' (XML dumps, to be parsed), 'text' (clean prose in
+    ``sections``) or 'sentences' (clean, pre-split sentences with their given ids).
+    """
+
+    page_id: int
+    title: str
+    namespace: int
+    kind: str
+    text: str = ""
+    rev_id: int | None = None
+    rev_timestamp: str | None = None
+    redirect: str | None = None                               # <redirect title="..."> of the dump
+    sections: tuple[tuple[str, str], ...] = ()                # kind 'text': (heading, text); "" = lead
+    sentences: tuple[tuple[int, str], ...] = ()               # kind 'sentences': (page_sentence_index, text)
+    source_file: str = ""
+    base_url: str | None = None                               # siteinfo <base>, for pages.url
+
+
+@dataclass(slots=True)
+class InputStats:
+    """What the build learns about one input file while reading it (goes into the manifest)."""
+
+    path: Path
+    size: int
+    format: str = ""
+    siteinfo: dict[str, Any] = field(default_factory=dict)
+    pages_read: int = 0
+    pages_kept: int = 0
+    newest_rev_timestamp: str | None = None
+    sha256: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.path.name,
+            "path": str(self.path),
+            "size": self.size,
+            "sha256": self.sha256,
+            "format": self.format,
+            "siteinfo": self.siteinfo,
+            "pages_read": self.pages_read,
+            "pages_kept": self.pages_kept,
+            "newest_rev_timestamp": self.newest_rev_timestamp,
+        }
+
+
+class _HashingReader(io.RawIOBase):
+    """Raw file wrapper counting and hashing the (compressed) bytes as they stream by."""
+
+    def __init__(self, raw: BinaryIO):
+        self._raw = raw
+        self.bytes_read = 0
+        self._sha = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._raw.readinto(buffer)
+        if n:
+            self._sha.update(memoryview(buffer)[:n])
+            self.bytes_read += n
+        return n
+
+    def hexdigest(self) -> str:
+        # Hash whatever the parser left unread (e.g. bytes after </mediawiki>) so it covers the file.
+        while chunk := self._raw.read(1 << 20):
+            self._sha.update(chunk)
+            self.bytes_read += len(chunk)
+        return self._sha.hexdigest()
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _PrefixedReader(io.RawIOBase):
+    """Serve ``head`` bytes first, then the rest of ``stream`` (used to re-feed sniffed bytes)."""
+
+    def __init__(self, head: bytes, stream: BinaryIO):
+        self._head = memoryview(head)
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def expand_inputs(inputs: Sequence[str | Path] | str | Path) -> list[Path]:
+    """Input paths with folders expanded to their dump/JSONL files (natural sort: part 2 before part 10)."""
+    if isinstance(inputs, (str, Path)):
+        inputs = [inputs]
+    paths: list[Path] = []
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir():
+            found = [p for p in path.iterdir() if p.is_file() and _is_input_name(p.name)]
+            if not found:
+                raise InputError("folder holds no dump or JSONL files", path=str(path))
+            paths.extend(sorted(found, key=_natural_key))
+        elif not path.exists():
+            raise InputError("no such file", path=str(path))
+        else:
+            paths.append(path)
+    if not paths:
+        raise InputError("no input files given")
+    return paths
+
+
+def _is_input_name(name: str) -> bool:
+    return not name.startswith(".") and name.lower().endswith(INPUT_SUFFIXES)
+
+
+def _natural_key(path: Path) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
+
+
+class InputReader:
+    """Streams the pages of one input file; ``stats`` fills in as it goes.
+
+    Usage: ``reader = InputReader(path, namespaces={0}); for page in reader: ...``
+    ``next_page_id`` numbers JSONL pages that carry no numeric id (a running counter per build).
+    """
+
+    def __init__(self, path: Path, *, namespaces: Iterable[int] = (0,), next_page_id: int = 1):
+        self.path = Path(path)
+        self.namespaces = frozenset(namespaces)
+        self.next_page_id = next_page_id
+        try:
+            size = self.path.stat().st_size
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", path=str(self.path)) from exc
+        self.stats = InputStats(path=self.path, size=size)
+        self._hasher: _HashingReader | None = None
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes of the file (compressed) consumed so far: drives the progress bar."""
+        return self._hasher.bytes_read if self._hasher else 0
+
+    def __iter__(self) -> Iterator[RawPage]:
+        where = str(self.path)
+        if self.path.is_dir():
+            raise InputError("is a directory, expected a dump or JSONL file", path=where)
+        try:
+            raw = open(self.path, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise InputError(f"cannot open: {exc.strerror or exc}", path=where) from exc
+        self._hasher = _HashingReader(raw)
+        try:
+            stream = self._decompressed(self._hasher)
+            head = self._read_head(stream)
+            stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+            if not stripped:
+                raise InputError("empty file: no pages found", path=where)
+            body = io.BufferedReader(_PrefixedReader(head, stream), buffer_size=1 << 20)
+            if stripped.startswith(b"<"):
+                yield from self._xml_pages(body, head)
+            elif stripped.startswith(b"{"):
+                yield from self._json_pages(body)
+            else:
+                raise InputError(
+                    f"not a MediaWiki XML dump nor JSON lines (starts with {stripped[:40]!r})", path=where
+                )
+            self.stats.sha256 = self._hasher.hexdigest()
+        finally:
+            self._hasher.close()
+
+    # -- compression -----------------------------------------------------------------------------
+
+    def _decompressed(self, hasher: _HashingReader) -> BinaryIO:
+        buffered = io.BufferedReader(hasher, buffer_size=1 << 20)
+        magic = buffered.peek(3)[:3]
+        if magic == b"BZh":
+            return bz2.BZ2File(buffered)  # reads concatenated (multistream) bz2 streams
+        if magic[:2] == b"\x1f\x8b":
+            return gzip.GzipFile(fileobj=buffered)
+        return buffered
+
+    def _read_head(self, stream: BinaryIO) -> bytes:
+        try:
+            return stream.read(SNIFF_BYTES)
+        except (EOFError, OSError) as exc:
+            raise self._compression_error(exc) from exc
+
+    def _compression_error(self, exc: BaseException) -> InputError:
+        what = "truncated compressed file" if isinstance(exc, EOFError) else "corrupt compressed data"
+        return InputError(
+            f"{what} ({exc})", path=str(self.path),
+            where=f"byte {self.bytes_read} of {self.stats.size} (compressed)",
+        )
+
+    # -- MediaWiki XML ---------------------------------------------------------------------------
+
+    def _xml_pages(self, body: BinaryIO, head: bytes) -> Iterator[RawPage]:
+        import mwxml
+        from mwxml.errors import MalformedXML
+
+        self.stats.format = XML_FORMAT
+        siteinfo_at, page_at = head.find(b"<siteinfo"), head.find(b"<page")
+        if page_at >= 0 and (siteinfo_at < 0 or siteinfo_at > page_at):
+            # mwxml insists on <siteinfo>; some exports (single-page exports, test files) lack it.
+            body = io.BufferedReader(_PrefixedReader(self._with_empty_siteinfo(head, body), body))
+        last = "before the first page"
+        try:
+            dump = mwxml.Dump.from_file(body)
+            info = dump.site_info
+            self.stats.siteinfo = {
+                "sitename": info.name, "dbname": info.dbname, "base": info.base,
+                "generator": info.generator, "case": info.case,
+            }
+            logger.info("%s: detected MediaWiki XML dump (%s)", self.path.name, info.dbname or info.name or "no siteinfo")
+            for page in dump.pages:
+                revision = None
+                for revision in page:  # pages-articles has one revision; keep the last
+                    pass
+                self.stats.pages_read += 1
+                last = f"after page {page.title!r} (id {page.id})"
+                if page.namespace not in self.namespaces:
+                    continue
+                timestamp = revision.timestamp.long_format() if revision is not None and revision.timestamp else None
+                if timestamp and (self.stats.newest_rev_timestamp is None or timestamp > self.stats.newest_rev_timestamp):
+                    self.stats.newest_rev_timestamp = timestamp
+                if page.id is None:
+                    raise InputError("page without <id>", path=str(self.path), where=f"page {page.title!r}")
+                self.stats.pages_kept += 1
+                yield RawPage(
+                    page_id=page.id,
+                    title=page.title,
+                    namespace=page.namespace,
+                    kind="wikitext",
+                    text=(revision.text or "") if revision is not None else "",
+                    rev_id=revision.id if revision is not None else None,
+                    rev_timestamp=timestamp,
+                    redirect=page.redirect,
+                    source_file=self.path.name,
+                    base_url=info.base,
+                )
+        except InputError:
+            raise
+        except (EOFError, OSError) as exc:
+            raise self._compression_error(exc) from exc
+        except ET.ParseError as exc:
+            line, column = getattr(exc, "position", (None, None))
+            raise InputError(
+                f"malformed XML ({str(exc).split(':')[0]})", path=str(self.path),
+                where=f"line {line}, column {column} of the XML, {last}",
+            ) from exc
+        except (MalformedXML, AssertionError, ValueError) as exc:
+            # mwxml asserts the root is <mediawiki> and raises MalformedXML on unexpected tags.
+            detail = str(exc) or "root element is not <mediawiki>"
+            raise InputError(f"not a MediaWiki XML export ({detail})", path=str(self.path), where=last) from exc
+        if self.stats.pages_read == 0:
+            raise InputError("no pages found", path=str(self.path))
+
+    @staticmethod
+    def _with_empty_siteinfo(head: bytes, body: BinaryIO) -> bytes:
+        """Consume the root start tag from ``body`` and return it followed by an empty <siteinfo/>."""
+        root_end = head.find(b">", head.find(b"<mediawiki"))
+        if head.find(b"<mediawiki") < 0 or root_end < 0:
+            return b""
+        start = body.read(root_end + 1)
+        return start + b"<siteinfo></siteinfo>"
+
+    # -- JSON lines / JSON object ----------------------------------------------------------------
+
+    def _json_pages(self, body: BinaryIO) -> Iterator[RawPage]:
+        text = io.TextIOWrapper(body, encoding="utf-8", errors="strict", newline=None)
+        line_no = 0
+        shape: str | None = None
+        try:
+            first = text.readline()
+            line_no = 1
+            try:
+                record = json.loads(first)
+            except json.JSONDecodeError:
+                # Not one object per line: a single JSON document such as {title: {title, extract}}.
+                rest = text.read()
+                yield from self._json_object_pages(first + rest)
+                return
+            if _looks_like_title_map(record):
+                # A one-line {title: {title, extract}} document, not a JSONL record.
+                yield from self._json_object_pages(first + text.read())
+                return
+            shape = self._detect_shape(record, line_no)
+            self.stats.format = f"jsonl:{shape}"
+            logger.info("%s: detected JSONL format: %s", self.path.name, shape)
+            page = self._jsonl_page(shape, record, line_no)
+            if page is not None:
+                yield page
+            for line in text:
+                line_no += 1
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"invalid JSON ({exc.msg}, column {exc.colno})", path=str(self.path),
+                                     where=f"line {line_no}") from exc
+                page = self._jsonl_page(shape, record, line_no)
+                if page is not None:
+                    yield page
+        except UnicodeDecodeError as exc:
+            raise InputError(f"invalid UTF-8 ({exc.reason})", path=str(self.path),
+                             where=f"line {line_no + 1}") from exc
+        except (EOFError, OSError) as exc:
+            raise self._compression_error(exc) from exc
+        if self.stats.pages_read == 0:
+            raise InputError("no pages found", path=str(self.path))
+
+    def _detect_shape(self, record: Any, line_no: int) -> str:
+        keys = sorted(record) if isinstance(record, dict) else []
+        if isinstance(record, dict):
+            if "wikipedia_title" in record and isinstance(record.get("text"), list):
+                return "kilt"
+            if "lines" in record and "id" in record:
+                return "fever-wiki-pages"
+            if "title" in record and isinstance(record.get("sentences"), list):
+                return "hotpotqa-abstracts"
+            if "title" in record and isinstance(record.get("text"), str):
+                return "title-text"
+        raise InputError(
+            f"unknown JSONL record shape (keys seen: {keys or type(record).__name__}); expected "
+            "{title, text}, {title, sentences[]}, {id, text, lines} or {wikipedia_id, wikipedia_title, text[]}",
+            path=str(self.path), where=f"line {line_no}",
+        )
+
+    def _new_id(self, given: Any = None) -> int:
+        if isinstance(given, int) or (isinstance(given, str) and given.isdigit()):
+            return int(given)
+        page_id = self.next_page_id
+        self.next_page_id += 1
+        return page_id
+
+    def _jsonl_page(self, shape: str, record: Any, line_no: int) -> RawPage | None:
+        where = f"line {line_no}"
+        if not isinstance(record, dict):
+            raise InputError(f"expected a JSON object, got {type(record).__name__}", path=str(self.path), where=where)
+        self.stats.pages_read += 1
+        try:
+            if shape == "hotpotqa-abstracts":
+                # Titles stay as given (HotpotQA keeps "&amp;"): gold titles of its claims use the same form.
+                title = record["title"]
+                sentences = tuple((i, s.strip()) for i, s in enumerate(record["sentences"]) if isinstance(s, str))
+                page = RawPage(self._new_id(), title, 0, "sentences",
+                               sentences=tuple(s for s in sentences if s[1]))
+            elif shape == "fever-wiki-pages":
+                title = record["id"].replace("_", " ")
+                title = title.replace("-LRB-", "(").replace("-RRB-", ")").replace("-COLON-", ":")
+                page = RawPage(self._new_id(), title, 0, "sentences",
+                               sentences=tuple(_fever_lines(record.get("lines") or "")))
+                if not page.sentences and record.get("text"):
+                    page = RawPage(page.page_id, title, 0, "text", sections=(("", record["text"]),))
+            elif shape == "kilt":
+                page = RawPage(self._new_id(record.get("wikipedia_id")), record["wikipedia_title"], 0, "text",
+                               sections=tuple(_kilt_sections(record["text"])))
+            else:
+                page = RawPage(self._new_id(record.get("id")), record["title"], 0, "text",
+                               sections=(("", record["text"]),))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise InputError(
+                f"record does not match the {shape} shape detected on line 1 (keys seen: {sorted(record)})",
+                path=str(self.path), where=where,
+            ) from exc
+        page.source_file = self.path.name
+        self.stats.pages_kept += 1
+        return page
+
+    def _json_object_pages(self, document: str) -> Iterator[RawPage]:
+        try:
+            data = json.loads(document)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON ({exc.msg})", path=str(self.path),
+                             where=f"line {exc.lineno}, column {exc.colno}") from exc
+        values = list(data.values()) if isinstance(data, dict) else None
+        if not _looks_like_title_map(data):
+            keys = sorted(values[0])[:10] if values and isinstance(values[0], dict) else []
+            raise InputError(f"unknown JSON document shape (expected {{title: {{title, extract}}}}; keys seen: {keys})",
+                             path=str(self.path))
+        self.stats.format = JSON_OBJECT_FORMAT
+        logger.info("%s: detected JSON object format: title -> {title, extract}", self.path.name)
+        for key, value in data.items():
+            self.stats.pages_read += 1
+            text = value.get("extract", value.get("text")) or ""
+            page = RawPage(self._new_id(), value.get("title") or key, 0, "text", sections=(("", text),),
+                           source_file=self.path.name)
+            self.stats.pages_kept += 1
+            yield page
+
+
+def _looks_like_title_map(record: Any) -> bool:
+    """{title: {title?, extract|text}} as in vital_articles_summaries.json."""
+    if not isinstance(record, dict) or not record:
+        return False
+    sample = list(record.values())[:10]
+    return all(isinstance(v, dict) and ("extract" in v or "text" in v) for v in sample)
+
+
+def _fever_lines(lines: str) -> Iterator[tuple[int, str]]:
+    """FEVER wiki-pages ``lines``: "0\\tsentence\\tlink...\\n1\\t..."; keeps the given sentence ids."""
+    for row in lines.split("\n"):
+        parts = row.split("\t")
+        if len(parts) >= 2 and parts[0].isdigit() and parts[1].strip():
+            yield int(parts[0]), parts[1].strip()
+
+
+def _kilt_sections(paragraphs: list[str]) -> Iterator[tuple[str, str]]:
+    """KILT paragraphs (the first is the title; "Section::::History." starts a section) as (heading, text)."""
+    heading, texts = "", []
+    for paragraph in paragraphs[1:]:
+        match = _KILT_SECTION.match(paragraph.strip())
+        if match:
+            if texts or heading == "":
+                yield heading, "\n".join(texts)
+            heading, texts = match.group(1).replace(":::", " > ").strip(), []
+        elif paragraph.strip() and not paragraph.startswith("BULLET::::"):
+            texts.append(paragraph.strip())
+        elif paragraph.startswith("BULLET::::"):
+            texts.append(paragraph[len("BULLET::::"):].lstrip("- ").strip())
+    if texts or heading == "":
+        yield heading, "\n".join(texts)

@@ -1,0 +1,376 @@
+"""Pages to store rows (:func:`page_rows`, run in worker processes) and the DuckDB bulk writer.
+
+The writer buffers rows per table and loads them in batches through Arrow tables
+(``INSERT INTO t SELECT * FROM arrow``), never row by row. Redirects are staged and their chains
+resolved in SQL at the end, so memory stays flat however many redirects a dump holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from indexer.parsed import ParsedChunk, ParsedPage, ParsedSection
+from indexer.readers import RawPage
+from retriever.errors import BuildError, InputError
+from retriever.text import canonical_title, normalize_title, page_url
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_PAGE_CHARS = 4_000_000   # the largest enwiki articles are ~1.3M bytes of wikitext
+DEFAULT_PASSAGE_WORDS = 100
+FLUSH_ROWS = 100_000                 # buffered sentence rows (the biggest table) before a bulk load
+MAX_REDIRECT_HOPS = 16               # longer chains are treated like loops
+
+
+@dataclass(slots=True)
+class PageRows:
+    """Everything one input page contributes to the store (passage ids are assigned by the writer)."""
+
+    page_id: int
+    title: str
+    namespace: int
+    rev_id: int | None = None
+    rev_timestamp: str | None = None
+    source_file: str = ""
+    url: str | None = None
+    redirect: tuple[str, str | None] | None = None   # (target as written, fragment)
+    is_disambiguation: bool = False
+    lead: str = ""
+    sections: list[tuple] = field(default_factory=list)    # (index, level, heading, parent, text, heading_path)
+    passages: list[tuple] = field(default_factory=list)    # (section_index, text, heading_path, source, sentences)
+    categories: list[str] = field(default_factory=list)
+    see_also: list[str] = field(default_factory=list)
+    links: list[tuple] = field(default_factory=list)       # (target_title, anchor_text, section_index)
+    infobox: list[tuple] = field(default_factory=list)     # (infobox_type, key, value)
+    table_rows: list[tuple] = field(default_factory=list)  # (table_index, row_index, text)
+    warnings: list[str] = field(default_factory=list)
+    truncated: bool = False
+    skipped: str | None = None                              # why the page was left out, if it was
+    failed: bool = False
+
+
+def page_rows(raw: RawPage, *, max_page_chars: int = DEFAULT_MAX_PAGE_CHARS,
+              passage_words: int = DEFAULT_PASSAGE_WORDS) -> PageRows:
+    """Clean and chunk one page (wikitext, clean text or given sentences) into store rows."""
+    rows = PageRows(page_id=raw.page_id, title=raw.title, namespace=raw.namespace, rev_id=raw.rev_id,
+                    rev_timestamp=raw.rev_timestamp, source_file=raw.source_file,
+                    url=page_url(raw.base_url, raw.title))
+    label = f"page {raw.title!r} (id {raw.page_id})"
+    try:
+        if raw.kind == "wikitext":
+            _wikitext_rows(raw, rows, max_page_chars=max_page_chars, passage_words=passage_words, label=label)
+        elif raw.kind == "sentences":
+            _sentence_rows(raw, rows, passage_words=passage_words, label=label)
+        else:
+            _text_rows(raw, rows, max_page_chars=max_page_chars, passage_words=passage_words, label=label)
+    except Exception as exc:  # noqa: BLE001 - one odd page must not sink a many-hour build
+        rows.skipped = f"{label}: cleaner failed ({type(exc).__name__}: {exc}); page skipped"
+        rows.failed = True
+    return rows
+
+
+def _truncate(text: str, rows: PageRows, *, max_chars: int, label: str) -> str:
+    if len(text) <= max_chars:
+        return text
+    # Cut at a line break so the cleaner does not see half a template on the last line.
+    cut = text.rfind("\n", 0, max_chars)
+    cut = cut if cut > max_chars // 2 else max_chars
+    rows.truncated = True
+    rows.warnings.append(f"{label}: text of {len(text):,} chars truncated to {cut:,} (max_page_chars)")
+    return text[:cut]
+
+
+def _wikitext_rows(raw: RawPage, rows: PageRows, *, max_page_chars: int, passage_words: int, label: str) -> None:
+    from indexer.chunking import chunk_page
+    from indexer.wikitext import is_redirect, parse_wikitext
+
+    text = raw.text
+    hit = is_redirect(text) if text else None
+    if hit is not None:
+        rows.redirect = (canonical_title(hit[0]), hit[1] or None)
+        return
+    if raw.redirect:
+        rows.redirect = (canonical_title(raw.redirect), None)
+        return
+    if not text.strip():
+        rows.skipped = f"{label}: empty text; page skipped"
+        return
+    text = _truncate(text, rows, max_chars=max_page_chars, label=label)
+    parsed = parse_wikitext(text, title=raw.title)
+    if parsed.redirect_target:
+        rows.redirect = (canonical_title(parsed.redirect_target), parsed.redirect_fragment or None)
+        return
+    rows.warnings.extend(f"{label}: {w}" for w in parsed.warnings)
+    _parsed_rows(parsed, chunk_page(parsed, target_words=passage_words), rows)
+
+
+def _parsed_rows(parsed: ParsedPage, chunks: list[ParsedChunk], rows: PageRows) -> None:
+    rows.is_disambiguation = parsed.is_disambiguation
+    paths = {s.index: s.heading_path for s in parsed.sections}
+    rows.lead = next((s.text for s in parsed.sections if s.index == 0), "")
+    rows.sections = [(s.index, s.level, s.heading, s.parent_index, s.text, s.heading_path) for s in parsed.sections]
+    page_sentence = 0
+    for chunk in chunks:
+        sentences = []
+        for start, end in chunk.sentences:
+            sentences.append((start, end, page_sentence))
+            page_sentence += 1
+        rows.passages.append((chunk.section_index, chunk.text, paths.get(chunk.section_index, ""),
+                              chunk.source, tuple(sentences)))
+    rows.categories = list(dict.fromkeys(parsed.categories))
+    rows.see_also = list(dict.fromkeys(parsed.see_also))
+    rows.links = [(link.target_title, link.anchor_text, link.section_index) for link in parsed.links]
+    rows.infobox = [(kind, key, value) for kind, fields in parsed.infoboxes for key, value in fields]
+    rows.table_rows = [(t, r, text) for t, table in enumerate(parsed.tables) for r, text in enumerate(table)]
+
+
+def _text_rows(raw: RawPage, rows: PageRows, *, max_page_chars: int, passage_words: int, label: str) -> None:
+    """Clean prose (JSONL corpora): one section per (heading, text); chunked like wikitext pages."""
+    from indexer.chunking import chunk_page
+
+    if not any(text.strip() for _, text in raw.sections):
+        rows.skipped = f"{label}: empty text; page skipped"
+        return
+    sections = []
+    for index, (heading, text) in enumerate(raw.sections):
+        text = _truncate(text, rows, max_chars=max_page_chars, label=label)
+        lead = index == 0 and not heading
+        sections.append(ParsedSection(index=index, level=1 if lead else 2, heading=heading,
+                                      parent_index=None if lead else 0, heading_path=heading, text=text.strip()))
+    parsed = ParsedPage(sections=tuple(sections))
+    _parsed_rows(parsed, chunk_page(parsed, target_words=passage_words), rows)
+    # The lead of a plain-text page is its first paragraph, not the whole text.
+    rows.lead = rows.lead.split("\n\n", 1)[0].strip()
+
+
+def _sentence_rows(raw: RawPage, rows: PageRows, *, passage_words: int, label: str) -> None:
+    """Pre-split sentences (HotpotQA, FEVER): grouped into ~passage_words passages, given ids kept."""
+    if not raw.sentences:
+        rows.skipped = f"{label}: no sentences; page skipped"
+        return
+    lead_text = " ".join(s for _, s in raw.sentences)
+    rows.lead = lead_text
+    rows.sections = [(0, 1, "", None, lead_text, "")]
+    group: list[tuple[int, str]] = []
+    words = 0
+    for sentence in raw.sentences:
+        n = len(sentence[1].split())
+        if group and words + n > passage_words:
+            rows.passages.append(_sentence_passage(group))
+            group, words = [], 0
+        group.append(sentence)
+        words += n
+    if group:
+        rows.passages.append(_sentence_passage(group))
+
+
+def _sentence_passage(group: list[tuple[int, str]]) -> tuple:
+    parts, spans, offset = [], [], 0
+    for index, sentence in group:
+        if parts:
+            offset += 1  # the joining space
+        spans.append((offset, offset + len(sentence), index))
+        parts.append(sentence)
+        offset += len(sentence)
+    return (0, " ".join(parts), "", "text", tuple(spans))
+
+
+def process_batch(batch: list[RawPage], max_page_chars: int, passage_words: int) -> list[PageRows]:
+    """Worker entry point: a batch of pages in, their rows out (order kept)."""
+    return [page_rows(raw, max_page_chars=max_page_chars, passage_words=passage_words) for raw in batch]
+
+
+# -- the DuckDB writer -------------------------------------------------------------------------------
+
+_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "pages": (("page_id", "int64"), ("title", "string"), ("namespace", "int32"), ("rev_id", "int64"),
+              ("rev_timestamp", "string"), ("is_disambiguation", "bool_"), ("url", "string"), ("lead", "string"),
+              ("title_norm", "string"), ("source_file", "string"), ("origin", "string")),
+    "sections": (("page_id", "int64"), ("section_index", "int32"), ("level", "int32"), ("heading", "string"),
+                 ("parent_index", "int32"), ("text", "string"), ("heading_path", "string")),
+    "passages": (("passage_id", "int64"), ("page_id", "int64"), ("section_index", "int32"), ("text", "string"),
+                 ("title", "string"), ("heading_path", "string"), ("source", "string"), ("passage_index", "int32")),
+    "sentences": (("passage_id", "int64"), ("sentence_index", "int32"), ("page_sentence_index", "int32"),
+                  ("text", "string"), ("start_char", "int32"), ("end_char", "int32")),
+    "categories": (("page_id", "int64"), ("category", "string")),
+    "see_also": (("page_id", "int64"), ("target_title", "string")),
+    "links": (("page_id", "int64"), ("target_title", "string"), ("anchor_text", "string"),
+              ("section_index", "int32")),
+    "infobox": (("page_id", "int64"), ("infobox_type", "string"), ("key", "string"), ("value", "string")),
+    "table_rows": (("page_id", "int64"), ("table_index", "int32"), ("row_index", "int32"), ("text", "string")),
+    "_redirect_raw": (("seq", "int64"), ("source_title", "string"), ("direct_target", "string"),
+                      ("target_fragment", "string"), ("source_norm", "string"), ("source_page_id", "int64"),
+                      ("namespace", "int32")),
+}
+
+_REDIRECT_RAW_DDL = """
+CREATE TABLE _redirect_raw (
+    seq BIGINT, source_title VARCHAR, direct_target VARCHAR, target_fragment VARCHAR,
+    source_norm VARCHAR, source_page_id BIGINT, namespace INTEGER
+);
+"""
+
+
+class StoreWriter:
+    """Creates ``wiki.duckdb`` with the public schema and bulk-loads :class:`PageRows` into it."""
+
+    def __init__(self, db_path: str | Path, *, flush_rows: int = FLUSH_ROWS):
+        import duckdb
+
+        from indexer.schema import DDL
+
+        self.db_path = Path(db_path)
+        self.flush_rows = flush_rows
+        self.next_passage_id = 0
+        self.counts = {"pages_skipped_empty": 0, "pages_failed": 0, "pages_truncated": 0, "warnings": 0}
+        self._buffers: dict[str, list[tuple]] = {name: [] for name in _COLUMNS}
+        self._redirect_seq = 0
+        try:
+            self._con = duckdb.connect(str(self.db_path))
+            self._con.execute(DDL)
+            self._con.execute(_REDIRECT_RAW_DDL)
+        except duckdb.Error as exc:
+            raise BuildError(f"{self.db_path}: cannot create the store ({exc})") from exc
+
+    def add(self, rows: PageRows) -> None:
+        for warning in rows.warnings:
+            logger.warning("%s: %s", rows.source_file, warning)
+        self.counts["warnings"] += len(rows.warnings) + bool(rows.skipped)
+        self.counts["pages_truncated"] += rows.truncated
+        if rows.skipped:
+            logger.warning("%s: %s", rows.source_file, rows.skipped)
+            self.counts["pages_failed" if rows.failed else "pages_skipped_empty"] += 1
+            return
+        buf = self._buffers
+        if rows.redirect is not None:
+            target, fragment = rows.redirect
+            buf["_redirect_raw"].append((self._redirect_seq, rows.title, target, fragment,
+                                         normalize_title(rows.title), rows.page_id, rows.namespace))
+            self._redirect_seq += 1
+            return
+        pid = rows.page_id
+        buf["pages"].append((pid, rows.title, rows.namespace, rows.rev_id, rows.rev_timestamp,
+                             rows.is_disambiguation, rows.url, rows.lead,
+                             normalize_title(rows.title), rows.source_file, "local"))
+        buf["sections"].extend((pid, *section) for section in rows.sections)
+        sentences = buf["sentences"]
+        for passage_index, (section_index, text, heading_path, source, spans) in enumerate(rows.passages):
+            passage_id = self.next_passage_id
+            self.next_passage_id += 1
+            buf["passages"].append((passage_id, pid, section_index, text, rows.title, heading_path, source,
+                                    passage_index))
+            sentences.extend((passage_id, i, page_index, text[start:end], start, end)
+                             for i, (start, end, page_index) in enumerate(spans))
+        buf["categories"].extend((pid, c) for c in rows.categories)
+        buf["see_also"].extend((pid, t) for t in rows.see_also)
+        buf["links"].extend((pid, *link) for link in rows.links)
+        buf["infobox"].extend((pid, *item) for item in rows.infobox)
+        buf["table_rows"].extend((pid, *row) for row in rows.table_rows)
+        if len(sentences) >= self.flush_rows or len(buf["pages"]) >= self.flush_rows // 10:
+            self.flush()
+
+    def flush(self) -> None:
+        import duckdb
+        import pyarrow as pa
+
+        for table, rows in self._buffers.items():
+            if not rows:
+                continue
+            columns = _COLUMNS[table]
+            arrays = [pa.array(values, type=getattr(pa, kind)()) for (_, kind), values in zip(columns, zip(*rows))]
+            arrow = pa.Table.from_arrays(arrays, names=[name for name, _ in columns])
+            names = ", ".join(name for name, _ in columns)
+            try:
+                self._con.register("_batch", arrow)
+                self._con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _batch")
+            except duckdb.ConstraintException as exc:
+                raise self._constraint_error(table, exc) from exc
+            except duckdb.Error as exc:
+                raise BuildError(f"{self.db_path}: bulk load into {table} failed ({exc})") from exc
+            finally:
+                self._con.unregister("_batch")
+            rows.clear()
+
+    def _constraint_error(self, table: str, exc: Exception) -> InputError:
+        if table == "pages":
+            dupes = self._con.execute(
+                "SELECT b.page_id, b.title, b.source_file, p.title, p.source_file FROM _batch b "
+                "JOIN pages p USING (page_id) LIMIT 1").fetchone()
+            if dupes is None:  # the duplicate is within the batch itself
+                seen: dict[int, tuple] = {}
+                for row in self._buffers["pages"]:
+                    if row[0] in seen:
+                        dupes = (row[0], row[1], row[9], seen[row[0]][1], seen[row[0]][9])
+                        break
+                    seen[row[0]] = row
+            if dupes:
+                page_id, title, source, other_title, other_source = dupes
+                return InputError(f"duplicate page id {page_id}: {title!r} and {other_title!r} (from {other_source})",
+                                  path=source, where=f"page {title!r}")
+        return InputError(f"duplicate key while loading {table} ({exc})")
+
+    def finish(self) -> dict[str, Any]:
+        """Flush, resolve redirects, create the secondary indexes, close. Returns counts."""
+        import duckdb
+
+        from indexer.schema import INDEXES, TABLES
+
+        self.flush()
+        try:
+            loops = self._resolve_redirects()
+            self._con.execute(INDEXES)
+            counts = {t: self._con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+            counts["disambiguation_pages"] = self._con.execute(
+                "SELECT count(*) FROM pages WHERE is_disambiguation").fetchone()[0]
+            self._con.execute("CHECKPOINT")
+        except duckdb.Error as exc:
+            raise BuildError(f"{self.db_path}: finishing the store failed ({exc})") from exc
+        finally:
+            self.close()
+        return {"counts": counts, "redirect_loops": loops, **self.counts}
+
+    def _resolve_redirects(self) -> int:
+        con = self._con
+        # One target per source title (the first seen wins if a title repeats across inputs).
+        con.execute("""
+            CREATE TEMP TABLE _rmap AS
+            SELECT source_title, arg_min(direct_target, seq) AS direct_target
+            FROM _redirect_raw GROUP BY source_title""")
+        con.execute("""
+            CREATE TEMP TABLE _res AS
+            SELECT DISTINCT r.source_title, m.direct_target AS cur FROM _redirect_raw r JOIN _rmap m USING (source_title)""")
+        for _ in range(MAX_REDIRECT_HOPS):
+            # Follow one more hop for every row still pointing at a redirect.
+            changed = con.execute("""
+                UPDATE _res SET cur = m.direct_target FROM _rmap m
+                WHERE _res.cur = m.source_title""").fetchone()[0]
+            if not changed:
+                break
+        con.execute("""
+            INSERT INTO redirects
+            SELECT r.source_title,
+                   CASE WHEN l.source_title IS NULL THEN s.cur END,
+                   r.target_fragment, r.source_norm, r.source_page_id, r.namespace, r.direct_target,
+                   CASE WHEN l.source_title IS NULL THEN p.page_id END,
+                   l.source_title IS NOT NULL
+            FROM _redirect_raw r
+            JOIN _res s USING (source_title)
+            LEFT JOIN _rmap l ON l.source_title = s.cur
+            LEFT JOIN (SELECT title, min(page_id) AS page_id FROM pages GROUP BY title) p ON p.title = s.cur
+            ORDER BY r.seq""")
+        loops = con.execute("SELECT count(*) FROM redirects WHERE is_loop").fetchone()[0]
+        if loops:
+            sample = [row[0] for row in con.execute(
+                "SELECT source_title FROM redirects WHERE is_loop ORDER BY source_title LIMIT 5").fetchall()]
+            logger.warning("%d redirect(s) form loops or chains longer than %d hops (e.g. %s); stored with is_loop",
+                           loops, MAX_REDIRECT_HOPS, ", ".join(map(repr, sample)))
+        con.execute("DROP TABLE _redirect_raw; DROP TABLE _rmap; DROP TABLE _res")
+        return loops
+
+    def close(self) -> None:
+        con, self._con = getattr(self, "_con", None), None
+        if con is not None:
+            con.close()

@@ -1,0 +1,977 @@
+"""Fast wikitext -> structured clean text (sections, links, categories, infoboxes, tables).
+
+A hand-written scanner, not a full MediaWiki parser: each stage is one linear pass
+driven by compiled regexes and ``str.find`` (no backtracking-prone patterns), so
+the cost stays proportional to the page and far below ``mwparserfromhell``.
+
+Stages, in the order MediaWiki itself resolves them:
+  1. comments and extension tags (``<ref>``, ``<math>``, ``<gallery>``, ...) removed;
+  2. templates resolved innermost-first with a brace stack: a few inline templates
+     are rendered (``{{convert}}``, ``{{lang}}``, ``{{nowrap}}``, dates, lists), infoboxes
+     and disambiguation markers are recorded, everything else is dropped;
+  3. tables (``{| ... |}``, nested) cut out of the prose and parsed into rows;
+  4. the remainder split into sections at headings, and each section rendered:
+     links (with files and categories), external links, HTML tags, bold/italic,
+     lists as one sentence per line, entities, whitespace.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+
+from indexer.parsed import ParsedLink, ParsedPage, ParsedSection
+from retriever.text import canonical_title
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_CHARS = 5_000_000
+
+#: Normalised (casefolded, single-spaced) names of templates that mark a disambiguation page.
+#: ``{{set index article}}``, ``{{surname}}`` and ``{{given name}}`` are set indexes, not
+#: disambiguation pages; ``{{disambiguation needed}}`` is an inline cleanup tag.
+DISAMBIGUATION_TEMPLATES: frozenset[str] = frozenset({
+    "disambiguation", "disambig", "disamb", "dab", "dis", "disambiguation page",
+    "hndis", "human name disambiguation", "geodis", "place name disambiguation",
+    "numberdis", "number disambiguation", "letter disambiguation",
+    "letter-number combination disambiguation", "letter-numbercombdisambig",
+    "school disambiguation", "schooldis", "hospital disambiguation", "hospitaldis",
+    "mathematical disambiguation", "mathdab", "math dab", "species latin name disambiguation",
+    "genus disambiguation", "taxonomy disambiguation", "road disambiguation",
+    "call sign disambiguation", "airport disambiguation", "chinese title disambiguation",
+    "disambiguation cleanup", "disambig-cleanup", "dab cleanup", "disambig cleanup",
+    "church disambiguation", "caselaw disambiguation", "biology disambiguation",
+})
+#: The behaviour switch that marks a disambiguation page without a template.
+DISAMBIGUATION_MAGIC_WORD = "__DISAMBIG__"
+
+# Infobox-like templates whose name does not start with "Infobox".
+_INFOBOX_LIKE = frozenset({
+    "taxobox", "automatic taxobox", "speciesbox", "subspeciesbox", "chembox", "drugbox",
+    "geobox", "mineral", "planetbox",
+})
+
+# ---------------------------------------------------------------------------------------------
+# Stage 1: comments and extension tags
+
+# Tags whose content never shows as article prose.
+_DROP_TAGS = (
+    "ref", "references", "math", "gallery", "timeline", "score", "syntaxhighlight", "source",
+    "chem", "ce", "graph", "mapframe", "maplink", "imagemap", "templatedata", "inputbox",
+    "categorytree", "includeonly", "noinclude", "hiero", "charinsert", "indicator", "section",
+    "templatestyles", "langconvert", "phonos", "pre",
+)
+_DROP_TAG_OPEN = re.compile(
+    r"<(" + "|".join(_DROP_TAGS) + r")\b([^<>]*?)(/?)>", re.IGNORECASE)
+_CLOSE_TAG = {name: re.compile(r"</" + name + r"\s*>", re.IGNORECASE) for name in _DROP_TAGS}
+_NOWIKI = re.compile(r"<nowiki\s*>(.*?)</nowiki\s*>|<nowiki\s*/>", re.IGNORECASE | re.DOTALL)
+# Markup characters inside <nowiki> become entities, decoded only at the very end.
+_NOWIKI_ESCAPE = str.maketrans({"[": "&#91;", "]": "&#93;", "{": "&#123;", "}": "&#125;",
+                                "|": "&#124;", "<": "&lt;", ">": "&gt;", "'": "&#39;",
+                                "=": "&#61;", "*": "&#42;", "#": "&#35;", ":": "&#58;"})
+
+
+def _strip_comments(text: str, warnings: list[str]) -> str:
+    if "<!--" not in text:
+        return text
+    out: list[str] = []
+    pos = 0
+    while True:
+        start = text.find("<!--", pos)
+        if start < 0:
+            out.append(text[pos:])
+            break
+        out.append(text[pos:start])
+        end = text.find("-->", start + 4)
+        if end < 0:
+            # MediaWiki hides an unclosed comment to the end of the page; so do we.
+            warnings.append(f"unclosed comment at offset {start}")
+            break
+        pos = end + 3
+    return "".join(out)
+
+
+def _strip_tags_with_content(text: str, warnings: list[str]) -> str:
+    if "<nowiki" in text or "<NOWIKI" in text:
+        text = _NOWIKI.sub(lambda m: (m.group(1) or "").translate(_NOWIKI_ESCAPE), text)
+    if "<" not in text:
+        return text
+    out: list[str] = []
+    pos = 0
+    search = _DROP_TAG_OPEN.search
+    while True:
+        m = search(text, pos)
+        if m is None:
+            out.append(text[pos:])
+            break
+        out.append(text[pos:m.start()])
+        if m.group(3):  # self-closing: <ref name="x" />
+            pos = m.end()
+            continue
+        name = m.group(1).lower()
+        close = _CLOSE_TAG[name].search(text, m.end())
+        if close is None:
+            # Dropping only the stray opening tag keeps the rest of the page.
+            warnings.append(f"unclosed <{name}> at offset {m.start()}")
+            pos = m.end()
+        else:
+            pos = close.end()
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 2: templates
+
+_BRACES = re.compile(r"\{\{+|\}\}+")
+_PIPE_OR_LINK = re.compile(r"\[\[|\]\]|\|")
+_PH_PIPE = "\ue000"     # {{!}}: a pipe that must not split template arguments
+_PH_EQUALS = "\ue001"   # {{=}}
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")
+
+
+def _split_args(body: str) -> list[str]:
+    """Split a template body at top-level pipes (pipes inside [[links]] do not split)."""
+    if "[[" not in body:
+        return body.split("|")
+    parts: list[str] = []
+    depth = 0
+    last = 0
+    for m in _PIPE_OR_LINK.finditer(body):
+        tok = m.group()
+        if tok == "[[":
+            depth += 1
+        elif tok == "]]":
+            if depth:
+                depth -= 1
+        elif depth == 0:
+            parts.append(body[last:m.start()])
+            last = m.end()
+    parts.append(body[last:])
+    return parts
+
+
+def _norm_name(raw: str) -> str:
+    name = " ".join(raw.replace("_", " ").split()).lower()
+    if name.startswith(("template:", "subst:", "safesubst:", "msgnw:")):
+        name = name.split(":", 1)[1].strip()
+    return name
+
+
+def _positional_and_named(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    pos: list[str] = []
+    named: dict[str, str] = {}
+    for a in args:
+        eq = a.find("=")
+        if eq > 0 and "[[" not in a[:eq] and "<" not in a[:eq]:
+            named[a[:eq].strip().lower()] = a[eq + 1:].strip()
+        else:
+            pos.append(a.strip())
+    return pos, named
+
+
+def _render_date(pos: list[str], named: dict[str, str]) -> str:
+    nums = [p for p in pos if p.isdigit()][:3]
+    if not nums:
+        return pos[0] if pos else ""
+    year = nums[0]
+    if len(nums) >= 2 and 1 <= int(nums[1]) <= 12:
+        month = _MONTHS[int(nums[1]) - 1]
+        if len(nums) == 3:
+            if named.get("df", "").lower() in ("y", "yes", "1", "true"):
+                return f"{int(nums[2])} {month} {year}"
+            return f"{month} {int(nums[2])}, {year}"
+        return f"{month} {year}"
+    return year
+
+
+_UNWRAP_FIRST = frozenset({
+    "nowrap", "nobr", "small", "smaller", "big", "larger", "nobold", "noitalic", "sc",
+    "smallcaps", "small caps", "em", "strong", "var", "abbr", "vanchor", "visible anchor",
+    "sic", "val", "nihongo", "keypress", "mvar", "math", "nowrap begin", "resize", "serif",
+    "highlight", "flag", "flagcountry", "flagu", "flag country", "flaglink", "country",
+    "lower", "upper", "ucfirst", "lcfirst", "quote", "cquote", "quotation", "blockquote",
+    "centered pull quote", "pull quote", "rquote", "ill", "interlanguage link",
+    "interlanguage link multi", "illm", "ill-wd", "braces", "tooltip", "hover title",
+    "shy", "lang-en", "script",
+})
+_UNWRAP_LAST = frozenset({"lang", "transl", "transliteration", "longitem", "nowrap end",
+                          "columns-list", "col-list", "colbegin", "div col list"})
+_LIST_TEMPLATES = frozenset({"unbulleted list", "ubl", "ubil", "unbulleted indent list",
+                             "hlist", "bulleted list", "bulleted", "flatlist", "flat list",
+                             "plainlist", "plain list", "collapsible list", "cslist",
+                             "comma separated entries", "enum", "ordered list", "ol", "ul"})
+_LITERAL = {
+    "!": _PH_PIPE, "=": _PH_EQUALS, "'": "'", "\"": "\"", "ndash": "\u2013",
+    "mdash": "\u2014", "snd": " \u2013 ", "spaced ndash": " \u2013 ", "spaced en dash": " \u2013 ",
+    "nbsp": " ", "·": " \u00b7 ", "dot": " \u00b7 ", "middot": "\u00b7", "bull": " \u2022 ",
+    "'s": "'s", "en dash": "\u2013", "em dash": "\u2014", "-": "", "sp": " ", "space": " ",
+    "pipe": _PH_PIPE, "colon": ":", "!!": _PH_PIPE * 2, "break": " ", "br": " ",
+    "clear": "", "-\"": "", "^": "",
+}
+_DATE_TEMPLATES = frozenset({
+    "birth date", "death date", "birth date and age", "death date and age", "start date",
+    "end date", "dob", "bda", "dda", "birth-date", "death-date", "start date and age",
+    "end date and age", "film date", "release date", "date", "birth year and age",
+    "death year and age", "birth year", "death year",
+})
+
+
+def _render_template(name: str, args: list[str]) -> str:
+    """Text (still wikitext: links allowed) that the template shows in the prose."""
+    if name in _LITERAL:
+        return _LITERAL[name]
+    if name in _UNWRAP_FIRST:
+        pos, named = _positional_and_named(args)
+        if pos:
+            return pos[0]
+        return named.get("text", named.get("1", named.get("quote", "")))
+    if name in _UNWRAP_LAST or name.startswith("lang-"):
+        pos, named = _positional_and_named(args)
+        if name == "columns-list" or name == "col-list":
+            return pos[-1] if pos else named.get("content", "")
+        return pos[-1] if pos else named.get("content", named.get("text", ""))
+    if name == "div col":
+        _, named = _positional_and_named(args)
+        return named.get("content", "")
+    if name in _LIST_TEMPLATES:
+        pos, named = _positional_and_named(args)
+        items = [p for p in pos if p] or [v for k, v in named.items() if k.isdigit() and v]
+        if len(items) == 1 and "\n" in items[0]:
+            return items[0]  # {{plainlist|\n* a\n* b}}: the body is itself a list
+        return ", ".join(items)
+    if name in ("convert", "cvt"):
+        pos, _ = _positional_and_named(args)
+        if len(pos) >= 4 and pos[1] in ("-", "to", "and", "\u2013", "x", "by", "or", "+", "&"):
+            return f"{pos[0]} {pos[1]} {pos[2]} {pos[3]}"
+        return " ".join(pos[:2])
+    if name in _DATE_TEMPLATES:
+        pos, named = _positional_and_named(args)
+        return _render_date(pos, named)
+    if name in ("circa", "c."):
+        pos, _ = _positional_and_named(args)
+        return "c. " + pos[0] if pos else "c."
+    if name in ("frac", "fraction"):
+        pos, _ = _positional_and_named(args)
+        if len(pos) == 3:
+            return f"{pos[0]} {pos[1]}/{pos[2]}"
+        return "/".join(pos)
+    if name in ("sortname",):
+        pos, _ = _positional_and_named(args)
+        return " ".join(pos[:2])
+    if name in ("sort", "sorted"):
+        pos, _ = _positional_and_named(args)
+        return pos[-1] if pos else ""
+    if name in ("isbn", "issn"):
+        pos, _ = _positional_and_named(args)
+        return f"{name.upper()} {pos[0]}" if pos else ""
+    if name in ("us$", "usd"):
+        pos, _ = _positional_and_named(args)
+        return "US$" + pos[0] if pos else "US$"
+    if name in ("as of",):
+        pos, _ = _positional_and_named(args)
+        return "As of " + _render_date(pos, {}) if pos else ""
+    return ""
+
+
+def _is_infobox(name: str) -> str | None:
+    if name.startswith("infobox"):
+        return name[7:].strip(" _-") or "infobox"
+    if name in _INFOBOX_LIKE:
+        return name
+    return None
+
+
+class _TemplateState:
+    __slots__ = ("infoboxes", "disambiguation")
+
+    def __init__(self) -> None:
+        self.infoboxes: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+        self.disambiguation = False
+
+
+def _handle_template(body: str, state: _TemplateState) -> str:
+    if body[:1] == "#":  # parser function ({{#if:...}}, {{#tag:ref|...}})
+        return ""
+    args = _split_args(body)
+    raw_name = args[0]
+    name = _norm_name(raw_name)
+    if ":" in name and not name.startswith("lang-"):
+        return ""  # DEFAULTSORT:x, lc:x, PAGENAME-style magic with arguments
+    if name in DISAMBIGUATION_TEMPLATES:
+        state.disambiguation = True
+        return ""
+    box_type = _is_infobox(name)
+    if box_type is not None:
+        raw_type = " ".join(raw_name.replace("_", " ").split())
+        if raw_type.lower().startswith("template:"):
+            raw_type = raw_type[9:].strip()
+        if raw_type.lower().startswith("infobox"):
+            raw_type = raw_type[7:].strip(" -") or "infobox"
+        keys: list[str] = []
+        raw_values: list[str] = []
+        for a in args[1:]:
+            eq = a.find("=")
+            if eq > 0:
+                keys.append(a[:eq].strip())
+                raw_values.append(a[eq + 1:])
+        values = _inline_many(raw_values, br=", ")
+        pairs = [(k, v) for k, v in zip(keys, values) if k and v]
+        state.infoboxes.append((raw_type, tuple(pairs)))
+        return ""
+    return _render_template(name, args[1:])
+
+
+def _expand_templates(text: str, state: _TemplateState) -> str:
+    """Resolve every ``{{...}}`` innermost-first in one pass with a stack of open frames."""
+    if "{{" not in text:
+        return text.replace("}}", "") if "}}" in text else text
+    # Each frame: [kind (2 = template, 3 = parameter), pieces of its body so far].
+    root: list[str] = []
+    stack: list[tuple[int, list[str]]] = []
+    pieces = root
+    last = 0
+    for m in _BRACES.finditer(text):
+        tok = m.group()
+        pieces.append(text[last:m.start()])
+        last = m.end()
+        n = len(tok)
+        if tok[0] == "{":
+            if n == 3:
+                stack.append((3, []))
+            else:
+                if n % 2:
+                    pieces.append("{")  # {{{{{ ... : an odd brace is literal
+                for _ in range(n // 2):
+                    stack.append((2, []))
+            pieces = stack[-1][1]
+            continue
+        # A run of closing braces closes frames from the innermost outwards.
+        while n >= 2 and stack:
+            kind, body_parts = stack[-1]
+            if kind == 3 and n < 3:
+                # "}}" cannot close a {{{parameter}}}: treat it as a template opened as "{{" + "{".
+                kind = 2
+                body_parts.insert(0, "{")
+            stack.pop()
+            body = "".join(body_parts)
+            n -= kind
+            if kind == 3:
+                # {{{name|default}}}: only the default can show in an article.
+                bar = body.find("|")
+                out = body[bar + 1:] if bar >= 0 else ""
+            else:
+                out = _handle_template(body, state)
+            pieces = stack[-1][1] if stack else root
+            pieces.append(out)
+        # Closing braces left over with nothing open are dropped (they would only show as noise).
+    pieces.append(text[last:])
+    # Unclosed frames: MediaWiki prints the braces literally; we drop the braces, keep the text.
+    while stack:
+        _, body_parts = stack.pop()
+        pieces = stack[-1][1] if stack else root
+        pieces.append("".join(body_parts))
+    return "".join(root)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 3: tables
+
+_TABLE_TOKEN = re.compile(r"^[ \t:]*(\{\||\|\})", re.MULTILINE)
+_HEADING_LINE = re.compile(r"^=[^\n]*=[ \t]*$", re.MULTILINE)
+_CELL_SPLIT = re.compile(r"\|\||!!")
+
+
+def _cell_content(cell: str) -> str:
+    """Drop a cell's attributes: ``style="x" | content`` -> ``content``."""
+    bar = cell.find("|")
+    if bar < 0:
+        return cell
+    link = cell.find("[[")
+    if link >= 0 and link < bar:
+        return cell
+    return cell[bar + 1:]
+
+
+def _parse_table(body: str) -> tuple[str, ...]:
+    """Rows of a table body (without ``{|`` and ``|}``): cleaned cells joined with " | "."""
+    rows: list[list[str]] = []
+    cur: list[str] | None = None
+    cells: list[str] = []  # raw cells of the current row, last one may continue on next lines
+    lines = body.split("\n")
+    for line in lines[1:]:  # line 0 holds the table's attributes
+        s = line.lstrip()
+        if s.startswith("|-"):
+            if cur is not None or cells:
+                rows.append(cells)
+            cells = []
+            cur = cells
+            continue
+        if s.startswith("|+"):
+            continue  # caption
+        if s.startswith("|") or s.startswith("!"):
+            cur = cells
+            for c in _CELL_SPLIT.split(s[1:]):
+                cells.append(_cell_content(c))
+            continue
+        if cells:
+            cells[-1] += "\n" + line
+    if cells:
+        rows.append(cells)
+    flat = _inline_many([c for raw_cells in rows for c in raw_cells], br=" ")
+    out: list[str] = []
+    pos = 0
+    for raw_cells in rows:
+        clean = [c for c in flat[pos:pos + len(raw_cells)] if c]  # empty/spacer cells dropped
+        pos += len(raw_cells)
+        if clean:
+            out.append(" | ".join(clean))
+    return tuple(out)
+
+
+def _extract_tables(text: str, tables: list[tuple[int, tuple[str, ...]]],
+                    warnings: list[str]) -> str:
+    if "{|" not in text:
+        return text
+    out: list[str] = []
+    stack: list[int] = []      # start offsets of the open tables
+    inner_spans: list[list[tuple[int, int]]] = []  # per open table: spans of nested tables
+    last = 0                   # end of the last text copied to the prose
+    for m in _TABLE_TOKEN.finditer(text):
+        tok = m.group(1)
+        if tok == "{|":
+            if not stack:
+                out.append(text[last:m.start()])
+            stack.append(m.start(1))
+            inner_spans.append([])
+            continue
+        if not stack:
+            continue  # a stray "|}" line
+        start = stack.pop()
+        spans = inner_spans.pop()
+        body = _cut(text, start + 2, m.start(1), spans)
+        rows = _parse_table(body)
+        if rows:
+            tables.append((start, rows))
+        if stack:
+            inner_spans[-1].append((start, m.end()))
+        else:
+            out.append("\n")
+            last = m.end()
+    if stack:
+        # Unclosed table: close it at the next heading rather than swallow the rest of the page.
+        start = stack[0]
+        warnings.append(f"unclosed table at offset {start}")
+        h = _HEADING_LINE.search(text, start)
+        end = h.start() if h else len(text)
+        rows = _parse_table(_cut(text, start + 2, end, inner_spans[0] if inner_spans else []))
+        if rows:
+            tables.append((start, rows))
+        out.append("\n")
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _cut(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> str:
+    if not spans:
+        return text[start:end]
+    parts = []
+    pos = start
+    for s, e in spans:
+        parts.append(text[pos:s])
+        pos = e
+    parts.append(text[pos:end])
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 4: links and inline markup
+
+_BRACKETS = re.compile(r"\[\[+|\]\]+")
+_LINK_TRAIL = re.compile(r"[a-z]+")
+_FLAT_LINK = re.compile(r"\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]([a-z]*)")
+_FILE_OPEN = re.compile(r"\[\[[ \t]*(?:file|image)[ \t]*:", re.IGNORECASE)
+_FILE_NS = frozenset({"file", "image", "media"})
+_OTHER_NS = frozenset({
+    "category", "template", "wikipedia", "wp", "project", "help", "portal", "user",
+    "special", "mediawiki", "module", "draft", "book", "timedtext", "talk", "wikt",
+    "wiktionary", "commons", "wikisource", "wikiquote", "wikinews", "wikibooks",
+    "wikiversity", "wikivoyage", "wikispecies", "species", "meta", "metawikipedia", "mw",
+    "mediawikiwiki", "d", "wikidata", "s", "q", "n", "b", "v", "voy", "c", "m", "w",
+    "foundation", "wmf", "phab", "gerrit", "doi", "google", "oeis", "iarchive", "rfc",
+    "bugzilla", "imdbname", "imdbtitle", "arxiv", "en", "simple",
+})
+_LANG_PREFIX = re.compile(
+    r"[a-z]{2,3}(?:-[a-z]{2,8}){0,2}$|simple$|zh-min-nan$|be-x-old$|roa-rup$|map-bms$")
+_EXT_LINK = re.compile(
+    r"\[(?:https?:|ftp:|mailto:|irc:|news:|//)[^\s\]\[\ue002]*(?:[ \t]([^\]\n\ue002]*))?\]",
+    re.IGNORECASE)
+_HTML_TAG = re.compile(
+    r"</?(?:span|div|small|big|sup|sub|center|font|b|i|u|s|strike|del|ins|code|tt|abbr|"
+    r"blockquote|cite|p|hr|li|ul|ol|dl|dt|dd|table|tr|td|th|caption|em|strong|q|var|kbd|samp|"
+    r"poem|onlyinclude|nowiki|wbr|bdi|bdo|mark|time|ruby|rt|rp|rb|data|dfn|h[1-6]|tbody|"
+    r"thead|tfoot|references|ref|includeonly|noinclude|section|pre|gallery|math|chem|score|"
+    r"templatestyles|syntaxhighlight|source|timeline|hiero|imagemap|graph|mapframe|maplink|"
+    r"categorytree|inputbox|indicator)\b[^<>\ue002]*>",
+    re.IGNORECASE)
+_BR = re.compile(r"<br\s*/?\s*>|</br\s*>", re.IGNORECASE)
+_MAGIC = re.compile(r"__[A-Z]+__")
+_QUOTES = re.compile(r"'{4,}")
+_BOLD_ITALIC = re.compile(r"'''''|'''|''")
+_LEFTOVER = re.compile(r"\{\{|\}\}|\[\[|\]\]|\{\||\|\}|<ref", re.IGNORECASE)
+_MULTI_SPACE = re.compile(r"  +")
+_SPACE_BEFORE_PUNCT = re.compile(r" (?=[,.;:!?)\]])")
+# "()" and "(; " left behind by removed pronunciation/reference templates.
+_PAREN_JUNK = re.compile(r"\((?:[ ,;:]*\)|[ ,;:]+)")
+_COMMAS = re.compile(r"(?:\s*,){2,}")
+_SEP = "\ue002"              # joins fragments rendered in one batch
+_SECTION_SEP = "\n\ue002\n"
+_LIST_MARK = re.compile(r"[*#:;]+")
+_LINE_END = (".", "!", "?", "\u3002", "\u2026")
+
+
+def _quote_repl(m: re.Match[str]) -> str:
+    # A run of four is an apostrophe then bold; longer runs keep one apostrophe.
+    return "" if len(m.group()) == 5 else "'"
+
+
+class _LinkSink:
+    """Collects links and categories of one page while sections are rendered."""
+
+    __slots__ = ("links", "categories", "section_index")
+
+    def __init__(self) -> None:
+        self.links: list[ParsedLink] = []
+        self.categories: list[str] = []
+        self.section_index = 0
+
+    def repl(self, m: re.Match[str]) -> str:
+        return _render_link(m.group(1), m.group(2), m.group(3), self)
+
+
+def _namespace(target: str) -> tuple[str, str]:
+    """(lower-cased prefix, rest) if ``target`` has a namespace or interwiki prefix."""
+    colon = target.find(":")
+    if colon <= 0:
+        return "", target
+    prefix = target[:colon].strip().lower().replace("_", " ")
+    if prefix in _FILE_NS or prefix in _OTHER_NS or prefix.endswith(" talk"):
+        return prefix, target[colon + 1:]
+    if _LANG_PREFIX.match(prefix):
+        return prefix, target[colon + 1:]
+    return "", target
+
+
+def _canonical(title: str) -> str:
+    """``canonical_title`` with a fast path for the common already-clean title."""
+    if "_" in title or "  " in title or "\n" in title or "\t" in title or "&" in title:
+        return canonical_title(html.unescape(title))
+    t = title.strip()
+    return t[:1].upper() + t[1:]
+
+
+def _render_link(target: str, label: str | None, trail: str, sink: _LinkSink | None) -> str:
+    """Visible text of ``[[target|label]]trail``; records ns-0 links and categories in ``sink``."""
+    target = target.strip()
+    leading_colon = target[:1] == ":"
+    if leading_colon:
+        target = target[1:].lstrip()
+    if ":" in target:
+        prefix, rest = _namespace(target)
+        if prefix:
+            if prefix in _FILE_NS:
+                if prefix == "media":
+                    return (label if label is not None else rest) + trail
+                return ""
+            if prefix == "category" and not leading_colon:
+                if sink is not None:
+                    name = _canonical(rest.split("|", 1)[0])
+                    if name and name not in sink.categories:
+                        sink.categories.append(name)
+                return ""
+            if not leading_colon and prefix not in _OTHER_NS:
+                return ""  # interlanguage link: shown in the sidebar, not in the text
+            if label is None:
+                return target + trail
+            return (label.strip() or rest) + trail
+    if label is None:
+        anchor = target
+    else:
+        anchor = label.strip()
+        if not anchor:  # pipe trick: [[Paris (France)|]] shows "Paris"
+            anchor = target.split(" (", 1)[0].strip()
+    if trail:
+        anchor += trail
+    if sink is not None:
+        hash_ = target.find("#")
+        page = target[:hash_] if hash_ >= 0 else target
+        if page:
+            text = anchor
+            if "''" in text:
+                text = _BOLD_ITALIC.sub("", _QUOTES.sub(_quote_repl, text))
+            if "<" in text:
+                text = _HTML_TAG.sub("", text)
+            if "&" in text:
+                text = html.unescape(text)
+            sink.links.append(ParsedLink(_canonical(page), " ".join(text.split()),
+                                         sink.section_index))
+    return anchor
+
+
+def _drop_files(text: str) -> str:
+    """Remove ``[[File:...]]``/``[[Image:...]]`` with the links nested in their captions."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        m = _FILE_OPEN.search(text, pos)
+        if m is None:
+            break
+        out.append(text[pos:m.start()])
+        depth = 1
+        end = -1
+        for b in _BRACKETS.finditer(text, m.end()):
+            n = len(b.group()) // 2
+            if b.group()[0] == "[":
+                depth += n
+            else:
+                depth -= n
+                if depth <= 0:
+                    end = b.end() + 2 * depth  # a longer "]]]]" run may close more than needed
+                    break
+        if end < 0:
+            # Unclosed: MediaWiki would show it literally; drop the rest of its line.
+            nl = text.find("\n", m.end())
+            end = len(text) if nl < 0 else nl
+        pos = end
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _render_links(text: str, sink: _LinkSink | None) -> str:
+    """Replace ``[[...]]`` with their visible text (files, categories, interwiki dropped)."""
+    if "[[" not in text:
+        return text
+    if _FILE_OPEN.search(text):
+        text = _drop_files(text)
+    text = _FLAT_LINK.sub(sink.repl if sink is not None else _repl_no_sink, text)
+    if "[[" in text:
+        text = _render_links_nested(text, sink)  # links nested in labels: rare, malformed
+    return text
+
+
+def _repl_no_sink(m: re.Match[str]) -> str:
+    return _render_link(m.group(1), m.group(2), m.group(3), None)
+
+
+def _render_links_nested(text: str, sink: _LinkSink | None) -> str:
+    """Stack-based fallback for ``[[...]]`` nested inside other links."""
+    root: list[str] = []
+    # Frame: (pieces, links collected inside it, is a file/category link)
+    stack: list[tuple[list[str], int]] = []
+    pieces = root
+    last = 0
+    for m in _BRACKETS.finditer(text):
+        tok = m.group()
+        pieces.append(text[last:m.start()])
+        last = m.end()
+        n = len(tok)
+        if tok[0] == "[":
+            if n > 2:
+                pieces.append("[" * (n - 2))
+            stack.append(([], len(sink.links) if sink is not None else 0))
+            pieces = stack[-1][0]
+            continue
+        while n >= 2 and stack:
+            body_parts, n_links = stack.pop()
+            n -= 2
+            inner = "".join(body_parts)
+            trail = ""
+            if n == 0:
+                t = _LINK_TRAIL.match(text, last)
+                if t:
+                    trail = t.group()
+                    last = t.end()
+            bar = inner.find("|")
+            if bar >= 0:
+                out = _render_link(inner[:bar], inner[bar + 1:], trail, sink)
+            else:
+                out = _render_link(inner, None, trail, sink)
+            if not out and sink is not None and len(sink.links) > n_links:
+                del sink.links[n_links:]  # links inside a dropped file caption
+            pieces = stack[-1][0] if stack else root
+            pieces.append(out)
+        if n:
+            pieces.append("]" * n)
+    pieces.append(text[last:])
+    while stack:
+        body_parts, _ = stack.pop()
+        pieces = stack[-1][0] if stack else root
+        pieces.append("".join(body_parts))
+    return "".join(root)
+
+
+def _inline_markup(text: str, *, br: str) -> str:
+    """External links, HTML tags, magic words, bold/italic (links already rendered)."""
+    if "[" in text:
+        text = _EXT_LINK.sub(_ext_link_repl, text)
+    if "<" in text:
+        text = _BR.sub(br, text)
+        text = _HTML_TAG.sub("", text)
+    if "__" in text:
+        text = _MAGIC.sub("", text)
+    if "''" in text:
+        if "''''" in text:
+            text = _QUOTES.sub(_quote_repl, text)  # rare runs of 4 or more
+        text = _BOLD_ITALIC.sub("", text)
+    return text
+
+
+def _ext_link_repl(m: re.Match[str]) -> str:
+    return m.group(1) or ""
+
+
+def _finish(text: str) -> str:
+    """Entities, placeholders, leftover markup and spacing; newlines are kept."""
+    if "&" in text:
+        text = html.unescape(text)
+    if _PH_PIPE in text or _PH_EQUALS in text:
+        text = text.replace(_PH_PIPE, "|").replace(_PH_EQUALS, "=")
+    text = _LEFTOVER.sub(" ", text)
+    if "(" in text:
+        text = _PAREN_JUNK.sub(_paren_junk_repl, text)
+    if "\t" in text:
+        text = text.replace("\t", " ")
+    if "\xa0" in text:
+        text = text.replace("\xa0", " ")
+    text = _MULTI_SPACE.sub(" ", text)
+    return _SPACE_BEFORE_PUNCT.sub("", text)
+
+
+def _paren_junk_repl(m: re.Match[str]) -> str:
+    return "" if m.group()[-1] == ")" else "("
+
+
+def _flatten(text: str) -> str:
+    """A rendered fragment on one line: list items and line breaks become ", "."""
+    if "\n" in text:
+        items = []
+        for line in text.split("\n"):
+            s = line.strip()
+            if s[:1] in ("*", "#", ":", ";"):
+                s = s.lstrip("*#:; ")
+            if s:
+                items.append(s)
+        text = ", ".join(items)
+    if ",," in text or ", ," in text:
+        text = _COMMAS.sub(",", text)
+    if ".," in text:
+        text = text.replace(".,", ".")
+    return text.strip(" ,")
+
+
+def _inline_many(parts: list[str], *, br: str = " ") -> list[str]:
+    """Wikitext fragments (templates expanded) -> one line of plain text each.
+
+    The fragments are joined with a separator so each regex pass runs once per batch;
+    if markup crossed a separator (an unclosed link), they are redone one by one.
+    """
+    if not parts:
+        return []
+    joined = _SEP.join(parts)
+    text = _finish(_inline_markup(_render_links(joined, None), br=br))
+    out = text.split(_SEP)
+    if len(out) != len(parts):
+        out = [_finish(_inline_markup(_render_links(p, None), br=br)).replace(_SEP, " ")
+               for p in parts]
+    return [_flatten(o) for o in out]
+
+
+def _inline(text: str, *, br: str = " ") -> str:
+    """One wikitext fragment (templates expanded) -> one line of plain text."""
+    return _inline_many([text], br=br)[0]
+
+
+def _paragraphs(text: str) -> str:
+    """Rendered lines -> paragraphs joined by newlines; each list item a line ending in a period."""
+    out: list[str] = []
+    para: list[str] = []
+    for line in text.split("\n"):
+        s = line.strip()
+        if not s:
+            if para:
+                out.append(" ".join(para))
+                para = []
+            continue
+        first = s[0]
+        if first in "*#:;":
+            if para:
+                out.append(" ".join(para))
+                para = []
+            m = _LIST_MARK.match(s)
+            item = s[m.end():].strip()
+            if ";" in m.group() and ":" in item:
+                term, _, definition = item.partition(":")
+                item = f"{term.strip()}: {definition.strip()}"
+            if item and item[-1] in ":;,":
+                item = item[:-1].rstrip()
+            if not item:
+                continue
+            if not item.endswith(_LINE_END):
+                item += "."
+            out.append(item)
+        elif first == "-" and s.startswith("----"):
+            continue
+        else:
+            para.append(s)
+    if para:
+        out.append(" ".join(para))
+    return "\n".join(out)
+
+
+def _render_sections(raws: list[str], sink: _LinkSink) -> list[str]:
+    """Each section's wikitext -> clean prose, links recorded with their section index."""
+    rendered = []
+    for i, raw in enumerate(raws):
+        sink.section_index = i
+        rendered.append(_render_links(raw, sink))
+    joined = _SECTION_SEP.join(rendered)
+    text = _finish(_inline_markup(joined, br=" "))
+    parts = text.split(_SEP)
+    if len(parts) != len(rendered):
+        parts = [_finish(_inline_markup(r, br=" ")).replace(_SEP, " ") for r in rendered]
+    return [_paragraphs(p) for p in parts]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections and the public API
+
+_HEADING = re.compile(r"\n=[^\n]*")
+_REDIRECT = re.compile(r"\s*#\s*redirect\s*:?\s*\[\[([^\[\]|\n]*)", re.IGNORECASE)
+
+
+def is_redirect(wikitext: str) -> tuple[str, str | None] | None:
+    """``(canonical target, fragment or None)`` if the page is a ``#REDIRECT [[...]]``."""
+    if not isinstance(wikitext, str):
+        return None
+    m = _REDIRECT.match(wikitext, 0, 4096)
+    if m is None:
+        return None
+    target = html.unescape(m.group(1)).strip()
+    if target.startswith(":"):
+        target = target[1:]
+    fragment: str | None = None
+    hash_ = target.find("#")
+    if hash_ >= 0:
+        fragment = target[hash_ + 1:].strip() or None
+        target = target[:hash_]
+    target = canonical_title(target)
+    if not target:
+        return None
+    return target, fragment
+
+
+def _split_sections(text: str) -> list[tuple[int, str, int, int]]:
+    """``[(level, raw heading, body start, body end)]``; the lead has level 1 and heading ""."""
+    out: list[tuple[int, str, int, int]] = []
+    level, heading, start = 1, "", 0
+    # A heading is a line starting with "="; the search looks for "\n=" (a fast literal
+    # prefix), so the first line is checked on its own.
+    first = [(0, text.find("\n") if "\n" in text else len(text))] if text[:1] == "=" else []
+    lines = first + [(m.start() + 1, m.end()) for m in _HEADING.finditer(text)]
+    for line_start, line_end in lines:
+        line = text[line_start:line_end].rstrip()
+        left = len(line) - len(line.lstrip("="))
+        right = len(line) - len(line.rstrip("="))
+        if left == len(line) or right == 0:
+            continue  # "====" alone, or no closing "="
+        n = min(left, right, 6)
+        inner = line[n:len(line) - n]
+        if not inner.strip():
+            continue
+        out.append((level, heading, start, line_start))
+        level, heading, start = n, inner, line_end
+    out.append((level, heading, start, len(text)))
+    return out
+
+
+def parse_wikitext(wikitext: str, *, title: str = "",
+                   max_chars: int = DEFAULT_MAX_CHARS) -> ParsedPage:
+    """Parse one page's wikitext into clean sections, links, categories, infoboxes, tables.
+
+    Never raises on a ``str``: malformed markup is cleaned as well as possible and noted in
+    ``warnings``. ``title`` only names the page in log messages.
+    """
+    if not isinstance(wikitext, str):
+        raise TypeError(f"wikitext must be str, not {type(wikitext).__name__}")
+    warnings: list[str] = []
+    if len(wikitext) > max_chars:
+        warnings.append(f"truncated from {len(wikitext)} to {max_chars} characters")
+        log.warning("page %r truncated from %d to %d characters", title, len(wikitext), max_chars)
+        wikitext = wikitext[:max_chars]
+    try:
+        return _parse(wikitext, warnings)
+    except (RecursionError, ValueError, IndexError, KeyError) as exc:  # defensive: a scanner bug
+        log.exception("page %r could not be parsed", title)
+        return ParsedPage(warnings=tuple(warnings) + (f"parse failed: {exc!r}",))
+
+
+def _parse(text: str, warnings: list[str]) -> ParsedPage:
+    redirect = is_redirect(text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    is_disambiguation = DISAMBIGUATION_MAGIC_WORD in text
+    text = _strip_comments(text, warnings)
+    text = _strip_tags_with_content(text, warnings)
+    state = _TemplateState()
+    text = _expand_templates(text, state)
+    tables: list[tuple[int, tuple[str, ...]]] = []
+    text = _extract_tables(text, tables, warnings)
+    tables.sort(key=lambda t: t[0])
+
+    spans = _split_sections(text)
+    headings = _inline_many([h for _, h, _, _ in spans[1:]])
+    sink = _LinkSink()
+    bodies = _render_sections([text[start:end] for _, _, start, end in spans], sink)
+    sections: list[ParsedSection] = []
+    see_also: list[str] = []
+    in_see_also: list[bool] = []
+    levels: list[int] = []
+    paths: list[str] = []
+    for i, (level, _, _, _) in enumerate(spans):
+        heading = headings[i - 1] if i else ""
+        if i == 0:
+            parent, path = None, ""
+        else:
+            parent = 0
+            for j in range(i - 1, 0, -1):
+                if levels[j] < level:
+                    parent = j
+                    break
+            path = f"{paths[parent]} > {heading}" if parent else heading
+        levels.append(level)
+        paths.append(path)
+        # A "See also" section, with any subsections it has.
+        in_see_also.append(bool(i) and (heading.casefold().rstrip(":") == "see also"
+                                        or (parent is not None and in_see_also[parent])))
+        sections.append(ParsedSection(index=i, level=level, heading=heading, parent_index=parent,
+                                      heading_path=path, text=bodies[i]))
+    for link in sink.links:
+        if in_see_also[link.section_index] and link.target_title not in see_also:
+            see_also.append(link.target_title)
+
+    return ParsedPage(
+        redirect_target=redirect[0] if redirect else None,
+        redirect_fragment=redirect[1] if redirect else None,
+        is_disambiguation=is_disambiguation or state.disambiguation,
+        sections=tuple(sections),
+        links=tuple(sink.links),
+        categories=tuple(sink.categories),
+        see_also=tuple(see_also),
+        infoboxes=tuple(state.infoboxes),
+        tables=tuple(rows for _, rows in tables),
+        warnings=tuple(warnings),
+    )

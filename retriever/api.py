@@ -1,0 +1,323 @@
+"""The Python API: ``Retriever.open(DIR).search(claim, k)``.
+
+Resolves the claim's entities against titles and redirects, searches the chosen channels, fuses the
+hits, and returns evidence with provenance. With ``on_the_fly`` it asks the live MediaWiki API, and
+only for the entities that the local index lacks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from retriever.entities import Mention, find_mentions, missing_entities
+from retriever.errors import ConfigError, IndexMissingError
+from retriever.fusion import DEFAULT_WEIGHTS, RRF_K, FusedPage, fuse
+from retriever.records import Evidence, Hit
+from retriever.store import Store
+
+log = logging.getLogger(__name__)
+
+CHANNELS = ("bm25", "dense", "tfidf", "title")
+BUILT_CHANNELS = ("bm25", "dense", "tfidf")  # those with an index folder of their own
+
+STATUS_OK = "ok"
+STATUS_NO_EVIDENCE = "no_evidence"
+STATUS_EMPTY_QUERY = "empty_query"
+
+
+class Backend(Protocol):
+    name: str
+
+    def search(self, query: str, k: int = 10) -> list[Hit]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    query: str
+    status: str
+    evidence: tuple[Evidence, ...]
+    mentions: tuple[Mention, ...] = ()
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self, id: Any = None) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        if id is not None:
+            d["id"] = id
+        d["query"] = self.query
+        d["status"] = self.status
+        d["evidence"] = [e.to_dict() for e in self.evidence]
+        d["entities"] = [
+            {"mention": m.text, "title": m.resolution.title if m.resolution else None,
+             "page_id": m.resolution.page_id if m.resolution else None}
+            for m in self.mentions
+        ]
+        d.update(self.stats)
+        return d
+
+
+def parse_channels(spec: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """``"bm25,dense"`` or a sequence -> validated tuple; None/"all" -> None (every available channel)."""
+    if spec is None:
+        return None
+    items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s and s.strip()]
+    if not items or items == ["all"]:
+        return None
+    bad = [s for s in items if s not in CHANNELS]
+    if bad:
+        raise ConfigError(f"unknown index/channel {', '.join(bad)}; choose from {', '.join(CHANNELS)}")
+    return tuple(dict.fromkeys(items))
+
+
+def available_channels(index_dir: Path) -> tuple[str, ...]:
+    have = [c for c in BUILT_CHANNELS if (index_dir / c / "params.json").is_file()]
+    return (*have, "title")
+
+
+class Retriever:
+    """Offline-first evidence retrieval over one index folder."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        index_dir: Path | None = None,
+        channels: Sequence[str] = CHANNELS,
+        weights: Mapping[str, float] | None = None,
+        fusion: str = "rrf",
+        rrf_k: int = RRF_K,
+        depth: int = 50,
+        fallback: Any | None = None,
+        on_the_fly: bool = False,
+        ingest_live: bool = False,
+    ):
+        self.store = store
+        self.index_dir = index_dir
+        self.channels = tuple(channels)
+        self.weights = {**DEFAULT_WEIGHTS, **(weights or {})}
+        self.fusion = fusion
+        self.rrf_k = rrf_k
+        self.depth = depth
+        self.fallback = fallback
+        self.on_the_fly = on_the_fly
+        self.ingest_live = ingest_live
+        self._backends: dict[str, Any] = {}
+
+    # -- opening -----------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        index_dir: str | Path,
+        *,
+        channels: str | Sequence[str] | None = None,
+        weights: Mapping[str, float] | None = None,
+        fusion: str = "rrf",
+        rrf_k: int = RRF_K,
+        depth: int = 50,
+        on_the_fly: bool = False,
+        fallback: Any | None = None,
+        api_url: str | None = None,
+        contact: str | None = None,
+        cache_dir: str | Path | None = None,
+        cache_mode: str | None = None,
+        rate: float | None = None,
+        ingest_live: bool = False,
+        http_client: Any | None = None,
+    ) -> Retriever:
+        """Open an index folder. Backends load lazily on first use; the live fallback only with ``on_the_fly``."""
+        d = Path(index_dir)
+        store = Store.open(d)
+        have = available_channels(d)
+        wanted = parse_channels(channels)
+        if wanted is None:
+            wanted = have
+        missing = [c for c in wanted if c not in have]
+        if missing:
+            store.close()
+            raise IndexMissingError(
+                f"{d}: no {', '.join(missing)} index; build it with "
+                f"`python -m indexer build --dump DUMP --out {d} --indexes {','.join(missing)}`"
+            )
+        if on_the_fly and fallback is None:
+            from fallback.live import open_fallback
+
+            opts = {k: v for k, v in {
+                "api_url": api_url, "contact": contact, "cache_dir": cache_dir, "cache_mode": cache_mode,
+                "rate": rate, "http_client": http_client,
+            }.items() if v is not None}
+            fallback = open_fallback(**opts)
+        return cls(
+            store, index_dir=d, channels=wanted, weights=weights, fusion=fusion, rrf_k=rrf_k, depth=depth,
+            fallback=fallback, on_the_fly=on_the_fly, ingest_live=ingest_live,
+        )
+
+    def backend(self, name: str) -> Any:
+        b = self._backends.get(name)
+        if b is None:
+            if name == "title":
+                from retriever.backends.title import TitleBackend
+
+                b = TitleBackend(self.store)
+            else:
+                if self.index_dir is None:
+                    raise IndexMissingError(f"no index folder for channel {name}")
+                module = importlib.import_module(f"retriever.backends.{name}")
+                b = module.open(self.index_dir / name)
+            self._backends[name] = b
+        return b
+
+    def warm_up(self) -> None:
+        """Load every backend now (the JVM, the model), so the first query is not the slow one."""
+        for c in self.channels:
+            self.backend(c).search("warm up", 1)
+
+    def close(self) -> None:
+        for b in self._backends.values():
+            close = getattr(b, "close", None)
+            if close:
+                close()
+        self._backends.clear()
+        self.store.close()
+
+    def __enter__(self) -> Retriever:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- searching ---------------------------------------------------------------------------
+    def channel_search(self, channel: str, query: str, k: int = 10) -> list[Hit]:
+        return self.backend(channel).search(query, k)
+
+    def search_hits(self, query: str, *, k: int, channels: Sequence[str] | None = None) -> tuple[dict[str, list[Hit]], dict[str, float]]:
+        """Raw per-channel hits and per-channel latency (ms)."""
+        results: dict[str, list[Hit]] = {}
+        timings: dict[str, float] = {}
+        for c in channels or self.channels:
+            t0 = time.perf_counter()
+            results[c] = self.backend(c).search(query, k)
+            timings[c] = (time.perf_counter() - t0) * 1000
+        return results, timings
+
+    def fused_pages(self, query: str, *, k: int = 10, channels: Sequence[str] | None = None) -> list[FusedPage]:
+        depth = max(self.depth, 4 * k)
+        results, _ = self.search_hits(query, k=depth, channels=channels)
+        return fuse(results, weights=self.weights, method=self.fusion, rrf_k=self.rrf_k)[:k]
+
+    def search(
+        self,
+        claim: str,
+        k: int = 10,
+        *,
+        channels: str | Sequence[str] | None = None,
+        on_the_fly: bool | None = None,
+        passages: bool = False,
+    ) -> SearchResult:
+        """Top-k evidence for a claim: pages (each by its best passage), or top-k passages with ``passages``."""
+        claim = claim if isinstance(claim, str) else str(claim)
+        t0 = time.perf_counter()
+        if not claim.strip():
+            return SearchResult(claim, STATUS_EMPTY_QUERY, (), (), {"timings_ms": {}})
+        chans = parse_channels(channels) or self.channels
+        unknown = [c for c in chans if c not in self.channels]
+        if unknown:
+            raise IndexMissingError(f"channel(s) {', '.join(unknown)} not open in this retriever")
+        depth = max(self.depth, 4 * k)
+        results, timings = self.search_hits(claim, k=depth, channels=chans)
+        pages = fuse(results, weights=self.weights, method=self.fusion, rrf_k=self.rrf_k)
+        evidence = self._evidence(pages, k=k, passages=passages)
+        mentions: tuple[Mention, ...] = ()
+        stats: dict[str, Any] = {}
+        status = STATUS_OK if evidence else STATUS_NO_EVIDENCE
+
+        use_live = self.on_the_fly if on_the_fly is None else on_the_fly
+        if use_live or "title" in chans:
+            mentions = tuple(find_mentions(claim, self.store))
+        if use_live:
+            if self.fallback is None:
+                raise ConfigError("on_the_fly needs a fallback: open the Retriever with on_the_fly=True")
+            covered = " ".join(e.evidence_text for e in evidence) + " " + " ".join(e.title for e in evidence)
+            missing = missing_entities(mentions, covered_text=covered)
+            stats.update({"missing_entities": missing, "requests": 0, "cache_hits": 0})
+            if missing:
+                live = self.fallback.retrieve(claim, missing, k=k)
+                stats.update({"requests": live.requests, "cache_hits": live.cache_hits, "attempts": live.attempts})
+                status = live.status
+                evidence = _interleave(list(live.evidence), evidence, k)
+                if self.ingest_live and live.pages and self.index_dir is not None:
+                    from fallback.delta import write_live_pages
+
+                    stats["ingested"] = write_live_pages(self.index_dir, live.pages)
+                    self.store.reload_delta()
+        timings["total"] = (time.perf_counter() - t0) * 1000
+        stats["timings_ms"] = {c: round(v, 3) for c, v in timings.items()}
+        return SearchResult(claim, status, tuple(evidence), mentions, stats)
+
+    def search_batch(self, claims: Iterable[str], k: int = 10, **kwargs: Any) -> Iterator[SearchResult]:
+        for c in claims:
+            yield self.search(c, k, **kwargs)
+
+    # -- evidence ----------------------------------------------------------------------------
+    def _evidence(self, pages: list[FusedPage], *, k: int, passages: bool) -> list[Evidence]:
+        if passages:
+            chosen = sorted((p for page in pages for p in page.passages), key=lambda p: (-p.score, p.passage_id))[:k]
+            page_ranks = {page.page_id: page.ranks for page in pages}
+            items = [(p, p.ranks or page_ranks.get(p.page_id, {}), []) for p in chosen]
+        else:
+            items = [(page.best, page.ranks, [p.passage_id for p in page.passages[1:4]]) for page in pages[:k]]
+        pids = [p.passage_id for p, _, _ in items]
+        texts = self.store.passages(pids)
+        meta = self.store.pages({p.page_id for p, _, _ in items})
+        sent_ids = self._sentence_ids(pids)
+        out: list[Evidence] = []
+        for fp, ranks, more in items:
+            psg = texts.get(fp.passage_id)
+            page = meta.get(fp.page_id)
+            if psg is None or page is None:
+                continue
+            extra: dict[str, Any] = {"sentence_ids": sent_ids.get(fp.passage_id, [])}
+            if more:
+                extra["more_passages"] = more
+            out.append(
+                Evidence(
+                    title=page.title, page_id=page.page_id, passage_id=psg.passage_id, section=psg.heading_path,
+                    evidence_text=psg.text, source=psg.source, score=round(fp.score, 6), ranks=dict(ranks),
+                    url=page.url, rev_id=page.rev_id, origin="local", retrieved_for_entity=fp.matched, extra=extra,
+                )
+            )
+        return out
+
+    def _sentence_ids(self, passage_ids: list[int]) -> dict[int, list[int]]:
+        if not passage_ids:
+            return {}
+        rows = self.store._all(
+            "SELECT passage_id, list(page_sentence_index ORDER BY sentence_index) FROM sentences "
+            "WHERE passage_id IN (SELECT unnest(?)) GROUP BY passage_id",
+            [sorted(set(passage_ids))],
+        )
+        return {int(a): [int(x) for x in b] for a, b in rows}
+
+
+def _interleave(live: list[Evidence], local: list[Evidence], k: int) -> list[Evidence]:
+    """Live evidence answers entities the local index lacks, so it alternates with local evidence from the top."""
+    out: list[Evidence] = []
+    seen: set[str] = set()
+    for i in range(max(len(live), len(local))):
+        for src in (live, local):
+            if i < len(src) and src[i].title not in seen:
+                seen.add(src[i].title)
+                out.append(src[i])
+    return out[:k]
+
+
+def read_manifest(index_dir: str | Path) -> dict[str, Any]:
+    p = Path(index_dir) / "manifest.json"
+    if not p.is_file():
+        raise IndexMissingError(f"no manifest at {p}: build the index with `python -m indexer build`")
+    return json.loads(p.read_text(encoding="utf-8"))

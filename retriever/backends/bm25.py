@@ -1,0 +1,344 @@
+"""BM25 over passages with Pyserini/Anserini (Lucene), the page title indexed as its own field.
+
+Each passage becomes one Lucene document ``{"id": passage_id, "contents": "title. heading. text",
+"title": title, "page_id": page_id}``: ``contents`` and ``title`` are analysed (Porter stemming,
+stopwords removed), positions and document vectors are stored, and the raw JSON is kept so a hit
+carries its page id and title without touching DuckDB. Queries score both fields (bag of words;
+``title`` weighted by ``title_boost``), so a claim naming an entity favours that entity's page.
+
+The index folder holds ``lucene/`` (the Lucene index) and ``params.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from retriever.errors import BuildError, IndexCorruptError, IndexMissingError, QueryError
+from retriever.records import Hit
+
+log = logging.getLogger(__name__)
+
+NAME = "bm25"
+FORMAT_VERSION = 1
+LUCENE_DIR = "lucene"
+PARAMS_FILE = "params.json"
+
+DEFAULT_K1 = 0.9  # Anserini's defaults for passage collections
+DEFAULT_B = 0.4
+DEFAULT_TITLE_BOOST = 1.0  # equal weight: higher helped FEVER claims but hurt HotpotQA questions
+DEFAULT_THREADS = 2
+DEFAULT_BATCH_SIZE = 5_000  # documents handed to Lucene per call
+# Lucene refuses queries with more than 1024 clauses (terms x fields); claims need far fewer.
+MAX_QUERY_TERMS = 256
+MAX_QUERY_CHARS = 4_000
+
+
+def build(
+    db_path: Path,
+    out_dir: Path,
+    *,
+    progress: bool = False,
+    threads: int = DEFAULT_THREADS,
+    k1: float = DEFAULT_K1,
+    b: float = DEFAULT_B,
+    title_boost: float = DEFAULT_TITLE_BOOST,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    **options: Any,
+) -> dict:
+    """Index the store's ``passages`` into ``out_dir`` (``lucene/`` + ``params.json``).
+
+    The index is built next to ``out_dir`` and swapped in at the end, so a failed build leaves
+    any previous index untouched. Returns the manifest entry for this index.
+    """
+    if options:
+        log.debug("bm25.build ignores options meant for other backends: %s", sorted(options))
+    if threads < 1 or batch_size < 1:
+        raise BuildError(f"bm25: threads and batch_size must be >= 1 (got {threads}, {batch_size})")
+    if k1 < 0 or not 0 <= b <= 1 or title_boost < 0:
+        raise BuildError(f"bm25: need k1 >= 0, 0 <= b <= 1, title_boost >= 0 (got {k1}, {b}, {title_boost})")
+    db_path, out_dir = Path(db_path), Path(out_dir)
+    if not db_path.is_file():
+        raise IndexMissingError(f"{db_path}: no store to index")
+
+    from retriever.jvm import ensure_jvm
+
+    ensure_jvm()
+    from pyserini.index.lucene import LuceneIndexer
+
+    started = time.perf_counter()
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp_dir = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    tmp_dir.mkdir()
+    try:
+        total = _count_passages(db_path)
+        args = ["-index", str(tmp_dir / LUCENE_DIR), "-fields", "title",
+                "-storePositions", "-storeDocvectors", "-storeRaw"]
+        indexer = LuceneIndexer(args=args, threads=threads)
+        added = 0
+        try:
+            batches = _json_batches(db_path, batch_size=batch_size)
+            if progress:
+                from tqdm import tqdm
+
+                batches = tqdm(batches, total=-(-total // batch_size), unit="batch", desc="bm25")
+            for batch in batches:
+                added += int(indexer.object.addRawDocuments(batch))
+        finally:
+            indexer.close()
+        if added != total:
+            # Anserini logs and skips documents it cannot index rather than failing the call.
+            raise BuildError(f"{db_path}: Lucene indexed {added} of {total} passages")
+        params = {
+            "format_version": FORMAT_VERSION,
+            "type": NAME,
+            "engine": engine(),
+            "k1": k1,
+            "b": b,
+            "title_boost": title_boost,
+            "fields": {"contents": 1.0, "title": title_boost},
+            "contents": "title. heading_path. text",
+            "analyzer": "Anserini DefaultEnglishAnalyzer (Porter stemmer, stopwords removed)",
+            "documents": added,
+            "source": str(db_path),
+        }
+        _write_json(tmp_dir / PARAMS_FILE, params)
+        _swap_in(tmp_dir, out_dir)
+    except BuildError:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+    except Exception as exc:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise BuildError(f"bm25 build from {db_path} failed: {exc}") from exc
+    seconds = round(time.perf_counter() - started, 3)
+    log.info("bm25: indexed %d passages in %.1fs into %s", added, seconds, out_dir)
+    return {
+        "type": NAME,
+        "engine": params["engine"],
+        "params": {key: params[key] for key in ("k1", "b", "title_boost", "fields", "contents", "analyzer")},
+        "documents": added,
+        "build_seconds": seconds,
+    }
+
+
+# `open` shadows the builtin inside this module on purpose: it is the backend protocol's name.
+def open(index_dir: Path, *, threads: int = DEFAULT_THREADS) -> BM25Backend:  # noqa: A001
+    """Open a built BM25 index folder; starts the JVM on first use."""
+    return BM25Backend(Path(index_dir), threads=threads)
+
+
+class BM25Backend:
+    """Searches one Lucene index with Anserini's ``SimpleSearcher`` (BM25, title + contents)."""
+
+    name = NAME
+
+    def __init__(self, index_dir: Path, *, threads: int = DEFAULT_THREADS):
+        self.index_dir = index_dir
+        self.threads = max(1, int(threads))
+        self.params = _read_params(index_dir)
+        lucene_dir = index_dir / LUCENE_DIR
+        if not lucene_dir.is_dir():
+            raise IndexCorruptError(f"{lucene_dir}: missing (rebuild the bm25 index)")
+
+        from retriever.jvm import ensure_jvm
+
+        ensure_jvm()
+        # Not pyserini.search.lucene.LuceneSearcher: importing that package pulls in torch and an
+        # OpenAI client (see retriever/jvm.py). SimpleSearcher is the Java class it wraps.
+        from jnius import autoclass
+
+        try:
+            self._searcher = autoclass("io.anserini.search.SimpleSearcher")(str(lucene_dir))
+        except Exception as exc:
+            raise IndexCorruptError(f"{lucene_dir}: Lucene cannot open the index: {exc}") from exc
+        self._searcher.set_bm25(float(self.params["k1"]), float(self.params["b"]))
+        jfloat = autoclass("java.lang.Float")
+        self._fields = autoclass("java.util.HashMap")()
+        for field, weight in self.params["fields"].items():
+            if weight > 0:
+                self._fields.put(field, jfloat(float(weight)))
+        self._array_list = autoclass("java.util.ArrayList")
+        self.documents = int(self._searcher.get_total_num_docs())
+
+    def __enter__(self) -> BM25Backend:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        """Top ``k`` passages for ``query``; [] for a blank query. Lucene syntax is not parsed."""
+        searcher = self._open_searcher()
+        k = _check_k(k)
+        text = prepare_query(query)
+        while text:
+            try:
+                return self._hits(searcher.search_fields(text, self._fields, k))
+            except Exception as exc:
+                text = _shorter_after(exc, text)
+        return []
+
+    def search_batch(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
+        """``search`` for many queries at once, run on ``threads`` Java threads; results in input order."""
+        searcher = self._open_searcher()
+        k = _check_k(k)
+        texts = [prepare_query(q) for q in queries]
+        todo = [i for i, text in enumerate(texts) if text]
+        results: list[list[Hit]] = [[] for _ in texts]
+        if not todo:
+            return results
+        jqueries, jqids = self._array_list(), self._array_list()
+        for i in todo:
+            jqueries.add(texts[i])
+            jqids.add(str(i))
+        try:
+            answers = searcher.batch_search_fields(jqueries, jqids, k, self.threads, self._fields)
+        except Exception as exc:  # one over-long query fails the whole batch: answer one by one
+            log.debug("bm25 batch failed (%s); searching queries one by one", exc)
+            return [self.search(q, k) if text else [] for q, text in zip(queries, texts)]
+        for entry in answers.entrySet().toArray():
+            results[int(entry.getKey())] = self._hits(entry.getValue())
+        return results
+
+    def close(self) -> None:
+        """Release the Lucene reader; the backend cannot search afterwards."""
+        searcher, self._searcher = self._searcher, None
+        if searcher is not None:
+            searcher.close()
+
+    def _open_searcher(self):
+        if self._searcher is None:
+            raise QueryError(f"{self.index_dir}: the bm25 backend is closed")
+        return self._searcher
+
+    def _hits(self, scored_docs) -> list[Hit]:
+        hits = []
+        for rank, doc in enumerate(scored_docs, start=1):
+            stored = json.loads(doc.lucene_document.get("raw"))
+            hits.append(Hit(
+                passage_id=int(doc.docid),
+                page_id=int(stored["page_id"]),
+                score=float(doc.score),
+                rank=rank,
+                channel=NAME,
+                title=stored.get("title", ""),
+            ))
+        return hits
+
+
+def prepare_query(query: str) -> str:
+    """The query text handed to Lucene: whitespace-normalised and cut to a sane length.
+
+    Anserini's bag-of-words generator analyses the text rather than parsing Lucene syntax, so
+    quotes, colons, brackets, ``AND`` or ``*`` are plain characters and need no escaping.
+    """
+    if not isinstance(query, str):
+        raise QueryError(f"bm25: query must be a string, not {type(query).__name__}")
+    tokens = query.split()[:MAX_QUERY_TERMS]
+    return " ".join(tokens)[:MAX_QUERY_CHARS]
+
+
+def engine() -> str:
+    """``"pyserini 1.6.0 / Lucene 9.9.1"``: the versions that wrote or read the index (JVM running)."""
+    from importlib.metadata import version
+
+    from jnius import autoclass
+
+    lucene = autoclass("org.apache.lucene.util.Version").LATEST.toString()
+    return f"pyserini {version('pyserini')} / Lucene {lucene}"
+
+
+def _check_k(k: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise QueryError(f"bm25: k must be a positive integer, not {k!r}")
+    return k
+
+
+def _shorter_after(exc: Exception, text: str) -> str:
+    """Half of ``text`` if Lucene refused it for too many clauses (a term-dense script); else re-raise."""
+    if "TooManyClauses" not in str(exc) and "maxClauseCount" not in str(exc):
+        raise QueryError(f"bm25: Lucene failed on the query {text[:80]!r}: {exc}") from exc
+    tokens = text.split()
+    shorter = " ".join(tokens[: len(tokens) // 2]) if len(tokens) > 1 else text[: len(text) // 2]
+    log.debug("bm25: query too long for Lucene (%d chars); retrying with %d", len(text), len(shorter))
+    return shorter
+
+
+def _count_passages(db_path: Path) -> int:
+    with _connect(db_path) as con:
+        return int(con.execute("SELECT count(*) FROM passages").fetchone()[0])
+
+
+def _json_batches(db_path: Path, *, batch_size: int) -> Iterator[list[str]]:
+    """The store's passages as Anserini JsonCollection documents, ``batch_size`` at a time."""
+    with _connect(db_path) as con:
+        cur = con.execute(
+            "SELECT passage_id, page_id, title, heading_path, text FROM passages ORDER BY passage_id"
+        )
+        while rows := cur.fetchmany(batch_size):
+            yield [_document(*row) for row in rows]
+
+
+def _document(passage_id: int, page_id: int, title: str, heading_path: str, text: str) -> str:
+    contents = ". ".join(part for part in (title, heading_path, text) if part)
+    return json.dumps(
+        {"id": str(passage_id), "contents": contents or " ", "title": title, "page_id": page_id},
+        ensure_ascii=False,
+    )
+
+
+def _connect(db_path: Path):
+    import duckdb
+
+    try:
+        return duckdb.connect(str(db_path), read_only=True)
+    except duckdb.Error as exc:
+        raise BuildError(f"{db_path}: cannot open the store read-only: {exc}") from exc
+
+
+def _read_params(index_dir: Path) -> dict:
+    path = index_dir / PARAMS_FILE
+    if not index_dir.is_dir():
+        raise IndexMissingError(f"{index_dir}: no bm25 index here")
+    try:
+        params = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise IndexCorruptError(f"{path}: missing (rebuild the bm25 index)") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexCorruptError(f"{path}: unreadable: {exc}") from exc
+    if params.get("type") != NAME or params.get("format_version") != FORMAT_VERSION:
+        raise IndexCorruptError(
+            f"{path}: expected a bm25 index of format {FORMAT_VERSION}, found "
+            f"type={params.get('type')!r} format={params.get('format_version')!r}"
+        )
+    for key in ("k1", "b", "fields"):
+        if key not in params:
+            raise IndexCorruptError(f"{path}: no {key!r}")
+    return params
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _swap_in(new_dir: Path, out_dir: Path) -> None:
+    """Replace ``out_dir`` by ``new_dir`` with renames, so readers never see a half-written index."""
+    old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
+    if out_dir.exists():
+        os.replace(out_dir, old)
+    try:
+        os.replace(new_dir, out_dir)
+    except OSError:
+        if old.exists():
+            os.replace(old, out_dir)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,130 @@
+"""passage_id -> (page_id, title) as plain files in an index folder, so search needs no DuckDB.
+
+Files: ``passage_page.npy`` (int64 page_id per passage, passage ids dense 0..N-1),
+``page_ids.npy`` (sorted unique page ids), ``page_titles.bin`` (UTF-8 titles, one per
+page, concatenated) and ``page_title_offsets.npy`` (int64 byte offsets, len P+1).
+All are memory-mapped on open: millions of titles cost nothing until used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from retriever.errors import IndexCorruptError, InputError
+
+FILES = ("passage_page.npy", "page_ids.npy", "page_titles.bin", "page_title_offsets.npy")
+BATCH_ROWS = 100_000
+FILE_MODE = 0o644
+
+
+def _atomic(path: Path, write) -> None:
+    """Write ``path`` through ``write(file)`` into a temp file beside it, then os.replace."""
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; index files are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_npy(path: Path, array: np.ndarray) -> None:
+    """np.save without pickle, atomically."""
+    _atomic(Path(path), lambda f: np.save(f, array, allow_pickle=False))
+
+
+def save_bytes(path: Path, data: bytes) -> None:
+    _atomic(Path(path), lambda f: f.write(data))
+
+
+def save_json(path: Path, obj) -> None:
+    _atomic(Path(path), lambda f: f.write(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8")))
+
+
+def connect(db_path: Path):
+    """Read-only DuckDB connection to the store."""
+    import duckdb
+
+    if not Path(db_path).is_file():
+        raise InputError("store not found", path=str(db_path))
+    try:
+        return duckdb.connect(str(db_path), read_only=True)
+    except duckdb.Error as exc:
+        raise InputError(f"cannot open the store read-only: {exc}", path=str(db_path)) from exc
+
+
+def passage_count(con, db_path: Path) -> int:
+    """N, after checking passage ids are exactly 0..N-1 (the contract shards rely on)."""
+    ((n, lo, hi),) = con.execute("SELECT count(*), min(passage_id), max(passage_id) FROM passages").fetchall()
+    if n and (lo != 0 or hi != n - 1):
+        raise InputError(
+            f"passage ids are not dense 0..N-1 (count {n}, min {lo}, max {hi})", path=str(db_path), where="table passages"
+        )
+    return int(n)
+
+
+def write(con, db_path: Path, out_dir: Path) -> int:
+    """Write the passage table files for the store behind ``con``; return N."""
+    n = passage_count(con, db_path)
+    page_of = np.empty(n, dtype=np.int64)
+    reader = con.sql("SELECT passage_id, page_id FROM passages ORDER BY passage_id").to_arrow_reader(BATCH_ROWS)
+    pos = 0
+    for batch in reader:
+        ids = batch.column(0).to_numpy()
+        page_of[pos:pos + len(ids)] = batch.column(1).to_numpy()
+        pos += len(ids)
+    pages = con.sql(
+        "SELECT page_id, min(title) FROM passages GROUP BY page_id ORDER BY page_id"
+    ).to_arrow_reader(BATCH_ROWS)
+    page_ids: list[np.ndarray] = []
+    blobs: list[bytes] = []
+    offsets = [0]
+    for batch in pages:
+        page_ids.append(batch.column(0).to_numpy())
+        for title in batch.column(1).to_pylist():
+            b = title.encode("utf-8")
+            blobs.append(b)
+            offsets.append(offsets[-1] + len(b))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_npy(out_dir / "passage_page.npy", page_of)
+    save_npy(out_dir / "page_ids.npy", np.concatenate(page_ids) if page_ids else np.zeros(0, dtype=np.int64))
+    save_npy(out_dir / "page_title_offsets.npy", np.asarray(offsets, dtype=np.int64))
+    save_bytes(out_dir / "page_titles.bin", b"".join(blobs))
+    return n
+
+
+class PassageTable:
+    """Memory-mapped lookups from passage id to page id and title."""
+
+    def __init__(self, folder: Path):
+        try:
+            self.page_of = np.load(folder / "passage_page.npy", mmap_mode="r", allow_pickle=False)
+            self.page_ids = np.load(folder / "page_ids.npy", mmap_mode="r", allow_pickle=False)
+            self.offsets = np.load(folder / "page_title_offsets.npy", mmap_mode="r", allow_pickle=False)
+            size = (folder / "page_titles.bin").stat().st_size
+            self._titles = np.memmap(folder / "page_titles.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+        except (OSError, ValueError) as exc:
+            raise IndexCorruptError(f"{folder}: passage table unreadable: {exc}") from exc
+        if len(self.offsets) != len(self.page_ids) + 1:
+            raise IndexCorruptError(f"{folder}: page_title_offsets.npy does not match page_ids.npy")
+
+    def __len__(self) -> int:
+        return len(self.page_of)
+
+    def page_id(self, passage_id: int) -> int:
+        return int(self.page_of[passage_id])
+
+    def title(self, passage_id: int) -> str:
+        pid = self.page_of[passage_id]
+        row = int(np.searchsorted(self.page_ids, pid))
+        if row >= len(self.page_ids) or self.page_ids[row] != pid:
+            return ""
+        a, b = int(self.offsets[row]), int(self.offsets[row + 1])
+        return bytes(self._titles[a:b]).decode("utf-8")

@@ -1,0 +1,253 @@
+"""TF-IDF retrieval (scikit-learn, word uni+bigrams, sublinear tf) stored as plain files.
+
+Folder layout (``out_dir``): ``matrix.npz`` (scipy sparse, CSC, float32, L2-normalised rows;
+row = passage id), ``vocabulary.json`` (term -> column), ``idf.npy``, the passage table
+files (see passage_table.py) and ``params.json`` (written last). No pickle.
+
+Queries are vectorised with the same scikit-learn analyzer and the stored idf, then scored
+by gathering only the query terms' columns (CSC): no dense N-vector, no densified matrix.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import logging
+import math
+import os
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from retriever.backends.passage_table import FILE_MODE, FILES as TABLE_FILES
+from retriever.backends.passage_table import PassageTable, connect, passage_count, save_json, save_npy
+from retriever.backends.passage_table import write as write_table
+from retriever.errors import BuildError, IndexCorruptError, IndexMissingError, QueryError
+from retriever.records import Hit
+
+log = logging.getLogger(__name__)
+
+NAME = "tfidf"
+FORMAT_VERSION = 1
+MIN_DF_LARGE_CORPUS = 100_000  # from this many passages, bigrams seen once are dropped (min_df=2)
+BATCH_ROWS = 20_000
+# The vectorizer's settings; the query side rebuilds its analyzer from these.
+ANALYZER_PARAMS = {
+    "lowercase": True, "strip_accents": "unicode", "ngram_range": [1, 2],
+    "token_pattern": r"(?u)\b\w\w+\b", "analyzer": "word",
+}
+
+
+def _analyzer(params: dict):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    p = dict(params)
+    p["ngram_range"] = tuple(p["ngram_range"])
+    return TfidfVectorizer(**p).build_analyzer()
+
+
+def _documents(con, db_path: Path):
+    from retriever.encoder import passage_text
+
+    reader = con.sql(
+        "SELECT passage_id, title, heading_path, text FROM passages ORDER BY passage_id"
+    ).to_arrow_reader(BATCH_ROWS)
+    expect = 0
+    for batch in reader:
+        ids = batch.column(0).to_numpy()
+        if len(ids) and (ids[0] != expect or ids[-1] != expect + len(ids) - 1):
+            raise BuildError(f"{db_path}: passage ids are not dense near {expect}")
+        expect += len(ids)
+        for title, heading, text in zip(batch.column(1).to_pylist(), batch.column(2).to_pylist(),
+                                        batch.column(3).to_pylist()):
+            yield passage_text(title, heading, text)
+
+
+def _save_npz(path: Path, matrix) -> None:
+    import scipy.sparse
+
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".part.npz", dir=path.parent)
+    os.close(fd)
+    try:
+        scipy.sparse.save_npz(tmp, matrix, compressed=False)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build(
+    db_path: Path,
+    out_dir: Path,
+    *,
+    progress: bool = False,
+    min_df: int | None = None,
+    max_df: float = 1.0,
+    max_features: int | None = None,
+) -> dict:
+    """Fit TF-IDF over every passage (title-prefixed, like the dense index) and write the folder.
+
+    ``min_df`` defaults to 1 below ``MIN_DF_LARGE_CORPUS`` passages and 2 above, where
+    once-seen bigrams would dominate the vocabulary.
+    """
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from tqdm import tqdm
+
+    t0 = time.perf_counter()
+    db_path, out_dir = Path(db_path), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "params.json").unlink(missing_ok=True)
+    con = connect(db_path)
+    try:
+        n = passage_count(con, db_path)
+        if min_df is None:
+            min_df = 1 if n < MIN_DF_LARGE_CORPUS else 2
+        params = dict(ANALYZER_PARAMS, sublinear_tf=True, norm="l2", min_df=min_df, max_df=max_df,
+                      max_features=max_features, dtype="float32")
+        vec = TfidfVectorizer(**{**params, "ngram_range": tuple(params["ngram_range"]), "dtype": np.float32})
+        docs = tqdm(_documents(con, db_path), total=n, unit="passage", desc="tfidf", disable=not progress)
+        try:
+            matrix = vec.fit_transform(docs) if n else None
+        except ValueError as exc:  # e.g. "empty vocabulary": every passage is stop words / punctuation
+            raise BuildError(f"{db_path}: TF-IDF fit failed: {exc}") from exc
+        write_table(con, db_path, out_dir)
+    finally:
+        con.close()
+    if matrix is None:
+        import scipy.sparse
+
+        matrix = scipy.sparse.csc_matrix((0, 0), dtype=np.float32)
+        vocab: dict[str, int] = {}
+        idf = np.zeros(0, dtype=np.float32)
+    else:
+        vocab = {term: int(col) for term, col in vec.vocabulary_.items()}
+        idf = vec.idf_.astype(np.float32)
+    _save_npz(out_dir / "matrix.npz", matrix.tocsc().astype(np.float32))
+    save_json(out_dir / "vocabulary.json", vocab)
+    save_npy(out_dir / "idf.npy", idf)
+    import sklearn
+
+    meta = {
+        "type": NAME, "format_version": FORMAT_VERSION, "count": n, "vocabulary_size": len(vocab),
+        "nnz": int(matrix.nnz), "layout": "csc", "sklearn_version": sklearn.__version__,
+        "vectorizer": params, "build_seconds": round(time.perf_counter() - t0, 2),
+    }
+    save_json(out_dir / "params.json", meta)
+    return {"type": NAME, "engine": f"scikit-learn {sklearn.__version__} TfidfVectorizer",
+            "params": meta, "documents": n, "build_seconds": meta["build_seconds"]}
+
+
+def _resolve(index_dir: Path) -> Path:
+    index_dir = Path(index_dir)
+    for folder in (index_dir, index_dir / NAME):
+        if (folder / "params.json").is_file():
+            return folder
+    raise IndexMissingError(f"{index_dir}: no TF-IDF index (params.json not found)")
+
+
+def open(index_dir: Path) -> TfidfBackend:  # noqa: A001
+    """Open a built TF-IDF folder (or an index folder holding ``tfidf/``)."""
+    return TfidfBackend(_resolve(index_dir))
+
+
+class TfidfBackend:
+    """Cosine between L2-normalised TF-IDF vectors of the query and each passage."""
+
+    name = NAME
+
+    def __init__(self, folder: Path):
+        import scipy.sparse
+
+        self.folder = folder
+        try:
+            with builtins.open(folder / "params.json", encoding="utf-8") as f:
+                self.params = json.load(f)
+            if self.params.get("format_version") != FORMAT_VERSION or self.params.get("type") != NAME:
+                raise IndexCorruptError(f"{folder / 'params.json'}: not a TF-IDF index of format {FORMAT_VERSION}")
+            with builtins.open(folder / "vocabulary.json", encoding="utf-8") as f:
+                self.vocabulary: dict[str, int] = json.load(f)
+            self.idf = np.load(folder / "idf.npy", allow_pickle=False)
+            self.matrix = scipy.sparse.load_npz(folder / "matrix.npz").tocsc()
+        except (OSError, ValueError) as exc:
+            raise IndexCorruptError(f"{folder}: TF-IDF index unreadable: {exc}") from exc
+        missing = [f for f in TABLE_FILES if not (folder / f).is_file()]
+        if missing:
+            raise IndexCorruptError(f"{folder}: missing {', '.join(missing)}")
+        self.table = PassageTable(folder)
+        n = self.params["count"]
+        if self.matrix.shape[0] != n or len(self.table) != n or len(self.idf) != len(self.vocabulary):
+            raise IndexCorruptError(f"{folder}: matrix / idf / vocabulary / passage table sizes disagree")
+        self._analyze = _analyzer(self.params["vectorizer"]) if n else (lambda text: [])
+        self._sublinear = bool(self.params["vectorizer"].get("sublinear_tf", True))
+
+    def __len__(self) -> int:
+        return int(self.params["count"])
+
+    def vectorize(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(columns, weights) of the L2-normalised TF-IDF vector of ``text`` (terms outside the vocabulary dropped)."""
+        counts = Counter(t for t in self._analyze(text) if t in self.vocabulary)
+        if not counts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        cols = np.fromiter((self.vocabulary[t] for t in counts), dtype=np.int64, count=len(counts))
+        tf = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+        if self._sublinear:
+            tf = 1.0 + np.log(tf)
+        w = tf * self.idf[cols]
+        norm = math.sqrt(float(w @ w))
+        order = np.argsort(cols)
+        return cols[order], (w[order] / norm).astype(np.float32)
+
+    def _scores(self, cols: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Passage ids with a non-zero score and their scores, from the query terms' columns only."""
+        m = self.matrix
+        starts, ends = m.indptr[cols], m.indptr[cols + 1]
+        lengths = ends - starts
+        if not lengths.sum():
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        rows = np.concatenate([m.indices[a:b] for a, b in zip(starts, ends)])
+        vals = np.concatenate([m.data[a:b] for a, b in zip(starts, ends)]) * np.repeat(weights, lengths)
+        ids, inverse = np.unique(rows, return_inverse=True)
+        return ids.astype(np.int64), np.bincount(inverse, weights=vals).astype(np.float32)
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        if k < 0:
+            raise QueryError(f"k must be >= 0, got {k}")
+        if not isinstance(query, str) or k == 0:
+            return []
+        cols, weights = self.vectorize(query)
+        if not len(cols):
+            return []
+        ids, scores = self._scores(cols, weights)
+        if len(ids) > k:
+            top = np.argpartition(-scores, k - 1)[:k]
+            ids, scores = ids[top], scores[top]
+        order = np.lexsort((ids, -scores))  # ties by passage id: deterministic
+        return [
+            Hit(passage_id=int(ids[i]), page_id=self.table.page_id(int(ids[i])), score=float(scores[i]),
+                rank=r + 1, channel=NAME, title=self.table.title(int(ids[i])))
+            for r, i in enumerate(order)
+        ]
+
+    def search_batch(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
+        return [self.search(q, k) for q in queries]
+
+    def score_texts(self, query: str, texts: list[str]) -> list[float]:
+        """Cosine of TF-IDF vectors (this index's vocabulary and idf) between the query and each text."""
+        if not texts:
+            return []
+        qc, qw = self.vectorize(query) if isinstance(query, str) else (np.zeros(0, np.int64), None)
+        if not len(qc):
+            return [0.0] * len(texts)
+        out = []
+        for text in texts:
+            tc, tw = self.vectorize(text) if isinstance(text, str) else (np.zeros(0, np.int64), None)
+            if not len(tc):
+                out.append(0.0)
+                continue
+            _, qi, ti = np.intersect1d(qc, tc, assume_unique=True, return_indices=True)
+            out.append(float(qw[qi] @ tw[ti]))
+        return out

@@ -1,0 +1,72 @@
+"""Title channel: entity mentions of the claim resolved to local pages (exact, redirect, normalised).
+
+A claim that names an entity whose page exists surfaces that page's intro passage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from retriever.entities import find_mentions
+from retriever.records import Hit
+from retriever.store import Store
+
+
+def build(db_path: Path, out_dir: Path, *, progress: bool = False, **options) -> dict:
+    """Nothing to build: the store's title and redirect indexes serve this channel."""
+    return {"type": "title", "params": {"uses": "pages.title, pages.title_norm, redirects"}}
+
+
+class TitleBackend:
+    name = "title"
+
+    def __init__(self, store: Store, *, max_ngram: int = 8):
+        self.store = store
+        self.max_ngram = max_ngram
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        if not query or not query.strip() or k <= 0:
+            return []
+        mentions = [m for m in find_mentions(query[:2000], self.store, max_ngram=self.max_ngram) if m.resolution]
+        # Exact, direct, multi-word matches first, and earlier mentions before later ones: a claim's
+        # subject usually comes first ("X worked with Y" is evidence on X's page).
+        scored = []
+        span = max(len(query), 1)
+        for m in mentions:
+            res = m.resolution
+            n_words = min(len(m.text.split()), 4)
+            score = (
+                2.0 + (0.5 if res.exact else 0.0) + (0.25 if res.via_redirect is None else 0.0)
+                + 0.2 * (n_words - 1) - 1.0 * (m.start / span)
+            )
+            scored.append((score, m.start, res.page_id, m.text))
+        scored.sort(key=lambda x: (-x[0], x[1]))
+        seen: set[int] = set()
+        ordered = []
+        for score, _, pid, text in scored:
+            if pid in seen:
+                continue
+            seen.add(pid)
+            ordered.append((score, pid, text))
+        leads = self.store.lead_passages([pid for _, pid, _ in ordered])
+        pages = self.store.pages([pid for _, pid, _ in ordered])
+        hits: list[Hit] = []
+        for score, pid, text in ordered:
+            p = leads.get(pid)
+            if p is None:
+                continue
+            if pages.get(pid) is not None and pages[pid].is_disambiguation:
+                score -= 1.0  # a disambiguation page is a weaker answer than the entity itself
+            hits.append(Hit(p.passage_id, pid, float(score), 0, self.name, title=p.title, matched=text))
+        hits.sort(key=lambda h: -h.score)
+        return [Hit(h.passage_id, h.page_id, h.score, r, h.channel, h.title, h.matched) for r, h in enumerate(hits[:k], 1)]
+
+    def search_batch(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
+        return [self.search(q, k) for q in queries]
+
+    def close(self) -> None:
+        pass
+
+
+def open(index_dir: Path, *, store: Store | None = None) -> TitleBackend:  # noqa: A001 - module-level protocol name
+    return TitleBackend(store or Store.open(index_dir))

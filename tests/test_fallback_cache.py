@@ -1,0 +1,153 @@
+"""Record/replay cache: replay with the network off is identical; misses, errors and atomic writes."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from fallback.cache import ResponseCache, request_key
+from fallback.client import WikiApi
+from fallback.clock import FakeClock
+from fallback.delta import LIVE_PASSAGE_ID_BASE, delta_path, write_live_pages
+from fallback.fakewiki import FakeWiki, pages_from_vital
+from fallback.live import STATUS_FAILED, LiveFallback, open_fallback
+from retriever.errors import ApiError, CacheMissError, RetryExhaustedError
+
+CONTACT = "tests@example.org"
+CLAIMS = [
+    ("There is a capital called Mogadishu.", ["Mogadishu"]),
+    ("Aristotle spent time in Athens.", ["Aristotle"]),
+    ("The Cretaceous ended.", ["Cretaceous"]),
+    ("Mercury is the first planet from the Sun.", ["Mercury (planet)"]),
+]
+
+
+class NoNetwork(httpx.BaseTransport):
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        raise AssertionError(f"network used in replay: {request.url}")
+
+
+@pytest.fixture(scope="module")
+def corpus(shared_data):
+    return pages_from_vital(shared_data / "corpora" / "vital_articles_summaries.json", limit=3000) | \
+        pages_from_vital(shared_data / "corpora" / "vital_articles_summaries.json",
+                         titles=["Mogadishu", "Aristotle", "Athens", "Cretaceous", "Mercury (planet)", "Somalia"])
+
+
+def run_all(fb: LiveFallback) -> list[dict]:
+    out = []
+    for claim, entities in CLAIMS:
+        r = fb.retrieve(claim, entities, k=5)
+        out.append({"status": r.status, "evidence": [e.to_dict() for e in r.evidence],
+                    "pages": [p.to_dict() for p in r.pages], "state": r.state.to_dict()})
+    return out
+
+
+def test_replay_with_network_off_is_identical(corpus, tmp_path):
+    cache = tmp_path / "cache"
+    with FakeWiki(corpus) as wiki:
+        recorded_fb = open_fallback(api_url=wiki.api_url, contact=CONTACT, cache_dir=cache, cache_mode="record",
+                                    rate=1000, clock=FakeClock(), env={})
+        recorded = run_all(recorded_fb)
+        api_url = wiki.api_url
+        sent = len(wiki.requests)
+    assert sent > 0 and recorded_fb.api.requests == sent
+    # Server stopped, a transport that fails on any use, a clock at another time, and no contact.
+    replay_fb = open_fallback(api_url=api_url, contact=None, cache_dir=cache, cache_mode="replay",
+                              http_client=httpx.Client(transport=NoNetwork()), clock=FakeClock(start=99_999.0), env={})
+    replayed = run_all(replay_fb)
+    assert json.dumps(replayed, sort_keys=True) == json.dumps(recorded, sort_keys=True)
+    assert replay_fb.api.requests == 0 and replay_fb.api.cache_hits == sent
+    assert not list(cache.rglob(".tmp-*"))
+
+
+def test_record_mode_second_run_is_served_from_cache(corpus, tmp_path):
+    with FakeWiki(corpus) as wiki:
+        fb = open_fallback(api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, clock=FakeClock(), env={})
+        first = fb.retrieve(*CLAIMS[0])
+        second = fb.retrieve(*CLAIMS[0])
+        assert first.requests > 0 and first.cache_hits == 0
+        assert second.requests == 0 and second.cache_hits == first.requests
+        assert [e.to_dict() for e in first.evidence] == [e.to_dict() for e in second.evidence]
+
+
+def test_replay_miss_error_or_explicit(corpus, tmp_path):
+    strict = open_fallback(api_url="http://127.0.0.1:9/w/api.php", cache_dir=tmp_path, cache_mode="replay",
+                           http_client=httpx.Client(transport=NoNetwork()), env={})
+    with pytest.raises(CacheMissError, match="not in the cache"):
+        strict.retrieve(*CLAIMS[0])
+    lenient = open_fallback(api_url="http://127.0.0.1:9/w/api.php", cache_dir=tmp_path, cache_mode="replay",
+                            replay_miss="skip", http_client=httpx.Client(transport=NoNetwork()), env={})
+    result = lenient.retrieve(*CLAIMS[0])
+    assert result.status == STATUS_FAILED and result.cache_misses > 0 and result.requests == 0
+
+
+def test_errors_are_never_cached(corpus, tmp_path):
+    with FakeWiki(corpus) as wiki:
+        api = WikiApi(api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, clock=FakeClock(), max_tries=2)
+        wiki.add_fault("error")
+        with pytest.raises(ApiError):
+            api.intros(["Aristotle"])
+        wiki.add_fault("429", times=2)
+        with pytest.raises(RetryExhaustedError):
+            api.intros(["Aristotle"])
+        assert len(ResponseCache(tmp_path)) == 0
+        got = api.intros(["Aristotle"])  # the same request, now answered, is cached once
+        assert got["Aristotle"].extract == corpus["Aristotle"].intro
+        assert len(ResponseCache(tmp_path)) == 1
+        n = len(wiki.requests)
+        api.intros(["Aristotle"])
+        assert len(wiki.requests) == n and api.cache_hits == 1
+    entry = json.loads(next(tmp_path.rglob("*.json")).read_text())
+    assert entry["status"] == 200 and entry["fetched_at"].endswith("Z")
+    assert entry["rev_ids"] == [corpus["Aristotle"].revid]
+    assert not list(tmp_path.rglob(".tmp-*"))
+
+
+def test_key_ignores_volatile_params_only():
+    a = request_key("https://en.wikipedia.org/w/api.php", {"action": "query", "titles": "A", "maxlag": "5"})
+    b = request_key("https://en.wikipedia.org/w/api.php", {"titles": "A", "action": "query", "maxlag": "9"})
+    c = request_key("https://de.wikipedia.org/w/api.php", {"titles": "A", "action": "query"})
+    d = request_key("https://en.wikipedia.org/w/api.php", {"titles": "B", "action": "query"})
+    assert a == b and a != c and a != d
+
+
+def test_delta_store_ingest_is_idempotent(corpus, tmp_path):
+    import duckdb
+
+    with FakeWiki(corpus) as wiki:
+        fb = open_fallback(api_url=wiki.api_url, contact=CONTACT, cache_mode="off", rate=1000, clock=FakeClock(), env={})
+        result = fb.retrieve(*CLAIMS[0])
+    assert result.pages
+    assert write_live_pages(tmp_path, result.pages) == len({p.pageid for p in result.pages})
+    assert write_live_pages(tmp_path, result.pages) == 0
+    con = duckdb.connect(str(delta_path(tmp_path)), read_only=True)
+    try:
+        rows = con.execute("SELECT page_id, title, origin, rev_id, url, rev_timestamp FROM pages").fetchall()
+        assert len(rows) == len(result.pages) and all(r[2] == "live" for r in rows)
+        mog = next(r for r in rows if r[1] == "Mogadishu")
+        assert mog[3] == corpus["Mogadishu"].revid and mog[4] and mog[5]
+        pids = [r[0] for r in con.execute("SELECT passage_id FROM passages").fetchall()]
+        assert min(pids) >= LIVE_PASSAGE_ID_BASE and len(pids) == len(set(pids))
+        assert con.execute("SELECT count(*) FROM sentences").fetchone()[0] >= len(pids)
+    finally:
+        con.close()
+
+
+def test_delta_store_replaces_a_page_on_a_new_revision(tmp_path):
+    import duckdb
+    from dataclasses import replace
+
+    from fallback.live import LivePage
+
+    page = LivePage("T", 5, 1, "http://127.0.0.1/wiki/T", "2026-01-01T00:00:00Z", "Intro one. Two.", (("H", "Section text."),))
+    assert write_live_pages(tmp_path, [page]) == 1
+    assert write_live_pages(tmp_path, [replace(page, rev_id=2, intro="New intro.")]) == 1
+    con = duckdb.connect(str(delta_path(tmp_path)), read_only=True)
+    try:
+        assert con.execute("SELECT rev_id, lead FROM pages").fetchall() == [(2, "New intro.")]
+        assert [t for (t,) in con.execute("SELECT text FROM passages ORDER BY passage_id").fetchall()] == ["New intro.", "Section text."]
+    finally:
+        con.close()

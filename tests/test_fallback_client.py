@@ -1,0 +1,257 @@
+"""WikiApi against a real HTTP server on 127.0.0.1 (FakeWiki): etiquette, retries, batching, confinement."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from fallback.client import WikiApi
+from fallback.clock import FakeClock
+from fallback.fakewiki import FakePage, FakeWiki, pages_from_vital, stable_id
+from fallback.live import open_fallback
+from retriever import __version__
+from retriever.errors import (
+    ApiError, ContactRequiredError, ForbiddenHostError, RetryExhaustedError,
+)
+
+CONTACT = "https://example.org/wikiground-tests; tests@example.org"
+
+
+@pytest.fixture(scope="module")
+def vital(shared_data):
+    return shared_data / "corpora" / "vital_articles_summaries.json"
+
+
+@pytest.fixture(scope="module")
+def corpus(vital) -> dict[str, FakePage]:
+    pages = pages_from_vital(vital, limit=150)
+    first = next(iter(pages))
+    pages[first] = replace(pages[first], redirects_from=("Redirect one", ("Redirect two", "History")),
+                           categories=tuple(f"Topic {i}" for i in range(25)), hidden_categories=("Hidden maint",))
+    mercury = "Mercury"
+    pages[mercury] = FakePage(mercury, stable_id(mercury), 1, "Mercury may refer to:", is_disambiguation=True,
+                              options=("Mercury (planet)", "Mercury (element)"))
+    return pages
+
+
+@pytest.fixture()
+def wiki(corpus):
+    with FakeWiki(corpus) as w:
+        yield w
+
+
+def make_api(wiki: FakeWiki, **kw) -> WikiApi:
+    kw.setdefault("clock", FakeClock())
+    kw.setdefault("rate", 1000.0)
+    kw.setdefault("timeout", 2.0)
+    kw.setdefault("cache_mode", "off")
+    return WikiApi(api_url=wiki.api_url, contact=CONTACT, **kw)
+
+
+def test_user_agent_and_common_params(wiki, corpus):
+    api = make_api(wiki)
+    api.resolve([next(iter(corpus))])
+    req = wiki.requests[-1]
+    ua = req.headers["user-agent"]
+    assert ua.startswith(f"wikiground/{__version__} (") and CONTACT in ua and "httpx/" in ua
+    assert req.params["format"] == "json" and req.params["formatversion"] == "2" and req.params["maxlag"] == "5"
+    assert "gzip" in req.headers["accept-encoding"]
+
+
+@pytest.mark.parametrize("contact", [None, "", "   "])
+def test_no_contact_refused_before_any_request(wiki, contact):
+    with pytest.raises(ContactRequiredError, match="contact"):
+        WikiApi(api_url=wiki.api_url, contact=contact)
+    with pytest.raises(ContactRequiredError):
+        open_fallback(api_url=wiki.api_url, contact=contact, env={})
+    assert wiki.requests == []
+
+
+def test_resolution_shapes(wiki, corpus):
+    first = next(iter(corpus))
+    api = make_api(wiki)
+    got = api.resolve(["redirect one", "Redirect two", "No such page xyz", "Mercury", first.lower(), "bad|title", "a[b]"])
+    assert got["redirect one"].title == first and got["redirect one"].redirected and got["redirect one"].pageid == corpus[first].pageid
+    assert got["Redirect two"].fragment == "History"
+    assert got["No such page xyz"].missing and got["No such page xyz"].pageid is None
+    assert got["Mercury"].is_disambiguation and not got[first.lower()].is_disambiguation
+    assert got[first.lower()].title == first  # normalised first letter
+    assert got["bad|title"].invalid and got["a[b]"].invalid
+    assert got[first.lower()].url == wiki.page_url(first) and got[first.lower()].rev_id == corpus[first].revid
+
+
+def test_error_body_is_an_error_not_data(wiki, corpus):
+    api = make_api(wiki)
+    wiki.add_fault("error", code="internal_api_error_DBQueryError")
+    with pytest.raises(ApiError) as info:
+        api.resolve([next(iter(corpus))])
+    assert info.value.code == "internal_api_error_DBQueryError" and info.value.status == 200
+    assert len(wiki.requests) == 1  # a real error is not retried
+    with pytest.raises(ApiError) as info:
+        api.sections("Page that is not there")
+    assert info.value.code == "missingtitle"
+
+
+def test_non_json_bodies_are_errors_and_bounded(wiki, corpus):
+    api = make_api(wiki, max_tries=3)
+    wiki.add_fault("truncated", times=3)
+    with pytest.raises(RetryExhaustedError) as info:
+        api.resolve([next(iter(corpus))])
+    assert isinstance(info.value.__cause__, ApiError) and info.value.__cause__.code == "badjson"
+    assert len(wiki.requests) == 3
+
+
+def test_http_error_status_not_retried(wiki):
+    api = WikiApi(api_url=wiki.api_url.replace("/w/api.php", "/nope.php"), contact=CONTACT, clock=FakeClock(), rate=1000)
+    with pytest.raises(ApiError) as info:
+        api.resolve(["X"])
+    assert info.value.status == 404 and len(wiki.requests) == 1
+
+
+def test_429_waits_at_least_retry_after_and_5s(wiki, corpus):
+    clock = FakeClock()
+    api = make_api(wiki, clock=clock)
+    wiki.add_fault("429", retry_after="12")
+    wiki.add_fault("429", retry_after="1")
+    wiki.add_fault("429", retry_after=None)
+    got = api.resolve([next(iter(corpus))])
+    assert not next(iter(got.values())).missing
+    assert len(wiki.requests) == 4
+    waits = [s for s in clock.sleeps if s >= 1.0]
+    assert waits[0] >= 12 and waits[1] >= 5 and waits[2] >= 5
+    assert api.requests == 4
+
+
+def test_maxlag_exponential_capped_then_exhausted(wiki, corpus):
+    clock = FakeClock()
+    api = make_api(wiki, clock=clock, max_tries=6, backoff_cap=30.0)
+    wiki.add_fault("maxlag", times=10)
+    with pytest.raises(RetryExhaustedError) as info:
+        api.resolve([next(iter(corpus))])
+    assert isinstance(info.value.__cause__, ApiError) and info.value.__cause__.code == "maxlag"
+    waits = [s for s in clock.sleeps if s >= 1.0]
+    assert waits == [5.0, 10.0, 20.0, 30.0, 30.0]
+    assert len(wiki.requests) == 6
+
+
+def test_503_then_success(wiki, corpus):
+    clock = FakeClock()
+    api = make_api(wiki, clock=clock)
+    wiki.add_fault("503", retry_after="3")
+    assert api.intros([next(iter(corpus))])
+    assert max(clock.sleeps) >= 5.0 and len(wiki.requests) == 2
+
+
+def test_timeout_and_reset_are_retried(wiki, corpus):
+    clock = FakeClock()
+    api = make_api(wiki, clock=clock, timeout=0.25)
+    wiki.add_fault("slow", delay=0.8)
+    wiki.add_fault("reset")
+    title = next(iter(corpus))
+    got = api.intros([title])
+    assert got[title].extract == corpus[title].intro
+    assert len(wiki.requests) == 3
+    retry_waits = [s for s in clock.sleeps if s >= 1.0]
+    assert retry_waits == [1.0, 2.0]  # exponential from 1 s for network failures
+
+
+def test_token_bucket_spacing(wiki, corpus):
+    clock = FakeClock()
+    api = make_api(wiki, clock=clock, rate=2.0)
+    for title in list(corpus)[:5]:
+        api.resolve([title])
+    assert clock.sleeps == pytest.approx([0.5, 0.5, 0.5, 0.5])
+    assert len(wiki.requests) == 5
+
+
+def test_batching(wiki, corpus):
+    titles = list(corpus)[:60]
+    api = make_api(wiki)
+    got = api.resolve(titles)
+    assert len(wiki.requests) == 2 and sorted(got) == sorted(titles)
+    assert all(len(r.params["titles"].split("|")) <= 50 for r in wiki.requests)
+    n = len(wiki.requests)
+    intros = api.intros(titles[:25])
+    assert len(wiki.requests) - n == 2
+    assert all(intros[t].extract == corpus[t].intro for t in titles[:25])
+
+
+def test_continuation_followed_up_to_a_limit(wiki, corpus):
+    first = next(iter(corpus))
+    api = make_api(wiki)
+    params = {"action": "query", "titles": first, "prop": "categories", "clshow": "!hidden", "cllimit": "10"}
+    full = api.call_all(params)
+    assert len(full) == 3 and full[-1].body.get("batchcomplete") is True
+    n = len(wiki.requests)
+    cut = api.call_all(params, max_continue=1)
+    assert len(cut) == 2 and api.truncated == 1 and len(wiki.requests) - n == 2
+    assert api.categories(first) == [f"Topic {i}" for i in range(25)]  # hidden category not shown
+
+
+def test_extract_continuation(vital):
+    pages = pages_from_vital(vital, limit=12)
+    with FakeWiki(pages, extract_limit=5) as small:
+        api = make_api(small)
+        got = api.intros(list(pages))
+        assert len(small.requests) == 3
+        assert {t: i.extract for t, i in got.items()} == {t: p.intro for t, p in pages.items()}
+
+
+def test_nothing_lost_or_duplicated_under_faults(wiki, corpus):
+    titles = list(corpus)[:120]
+    for kind in ("429", "reset", "truncated", "maxlag", "503", "reset"):
+        wiki.add_fault(kind, retry_after="5")
+    api = make_api(wiki, timeout=1.0, max_tries=8)
+    got = api.intros(titles)
+    assert sorted(got) == sorted(titles)
+    assert all(got[t].extract == corpus[t].intro and got[t].pageid == corpus[t].pageid for t in titles)
+    served = [t for r in wiki.requests for t in r.params.get("titles", "").split("|") if t]
+    assert sorted(set(served)) == sorted(titles)
+    assert len(wiki.requests) == 6 + 6  # 6 batches of 20 + one retry per fault
+
+
+def test_never_leaves_the_configured_host(wiki, corpus):
+    seen_hosts: list[str] = []
+    client = httpx.Client(event_hooks={"request": [lambda r: seen_hosts.append(r.url.host)]})
+    api = make_api(wiki, http_client=client)
+    wiki.add_fault("redirect", location="http://example.com/w/api.php")
+    with pytest.raises(ForbiddenHostError):
+        api.resolve([next(iter(corpus))])
+    wiki.add_fault("redirect", location=wiki.api_url + "?x=1")
+    with pytest.raises(ApiError, match="redirect"):
+        api.resolve([next(iter(corpus))])
+    assert set(seen_hosts) == {"127.0.0.1"}
+
+
+def test_continue_cannot_rewrite_action_or_host():
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) == 1:
+            return httpx.Response(200, json={"continue": {"clcontinue": "1|X", "action": "parse", "format": "xml",
+                                                          "continue": "||"}, "query": {"pages": []}})
+        return httpx.Response(200, json={"batchcomplete": True, "query": {"pages": []}})
+
+    api = WikiApi(api_url="https://wiki.test/w/api.php", contact=CONTACT, clock=FakeClock(), rate=1000,
+                  http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    api.call_all({"action": "query", "titles": "X", "prop": "categories"})
+    assert len(seen) == 2
+    second = dict(seen[1].url.params)
+    assert second["action"] == "query" and second["format"] == "json" and second["clcontinue"] == "1|X"
+    assert {r.url.host for r in seen} == {"wiki.test"}
+
+
+def test_requests_are_serial_across_threads(wiki, corpus):
+    api = make_api(wiki)
+    wiki.add_fault("slow", delay=0.1, times=3)
+    titles = list(corpus)[:6]
+    threads = [threading.Thread(target=api.resolve, args=([t],)) for t in titles]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wiki.requests) == 6 and wiki.max_in_flight == 1
