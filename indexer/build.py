@@ -26,7 +26,7 @@ from typing import Any
 from indexer.manifest import MANIFEST_NAME, STORE_NAME, write_manifest
 from indexer.readers import InputReader, RawPage, expand_inputs
 from indexer.store_writer import (
-    DEFAULT_MAX_PAGE_CHARS, DEFAULT_PASSAGE_WORDS, PageRows, StoreWriter, process_batch,
+    DEFAULT_MAX_PAGE_CHARS, DEFAULT_PASSAGE_WORDS, RowBatch, StoreWriter, process_batch,
 )
 from retriever.errors import BuildError, ConfigError, InputError, WikigroundError
 
@@ -128,10 +128,10 @@ def _ingest(paths: list[Path], db_path: Path, *, namespaces: list[int], workers:
         pages = _pages(paths, namespaces, readers)
         done = 0
         start = time.time()
-        for rows in _processed(pages, workers=workers, max_page_chars=max_page_chars, passage_words=passage_words):
-            writer.add(rows)
-            done += 1
-            if progress and done % BATCH_PAGES == 0:
+        for batch in _processed(pages, workers=workers, max_page_chars=max_page_chars, passage_words=passage_words):
+            writer.add_batch(batch)
+            done += batch.pages
+            if progress:
                 read = sum(r.bytes_read for r in readers)
                 bar.update(read - bar.n)
                 bar.set_postfix_str(f"{done:,} pages, {done / max(time.time() - start, 1e-9):,.0f} pages/s",
@@ -166,8 +166,8 @@ def _batches(pages: Iterable[RawPage]) -> Iterator[list[RawPage]]:
 
 
 def _processed(pages: Iterable[RawPage], *, workers: int, max_page_chars: int,
-               passage_words: int) -> Iterator[PageRows]:
-    """Page rows in input order; a process pool does the cleaning once there is more than one batch."""
+               passage_words: int) -> Iterator[RowBatch]:
+    """Row batches in input order; a process pool does the cleaning once there is more than one batch."""
     batches = _batches(pages)
     first = next(batches, None)
     if first is None:
@@ -175,7 +175,7 @@ def _processed(pages: Iterable[RawPage], *, workers: int, max_page_chars: int,
     second = next(batches, None)
     if workers <= 1 or second is None:
         for batch in itertools.chain([first], [second] if second else [], batches):
-            yield from process_batch(batch, max_page_chars, passage_words)
+            yield process_batch(batch, max_page_chars, passage_words)
         return
     ctx = multiprocessing.get_context("forkserver")
     # Workers import the cleaner once in the fork server instead of once per worker.
@@ -187,9 +187,9 @@ def _processed(pages: Iterable[RawPage], *, workers: int, max_page_chars: int,
         for batch in itertools.chain([first, second], batches):
             pending.append(pool.apply_async(process_batch, (batch, max_page_chars, passage_words)))
             while len(pending) >= workers * INFLIGHT_PER_WORKER:
-                yield from pending.popleft().get()
+                yield pending.popleft().get()
         while pending:
-            yield from pending.popleft().get()
+            yield pending.popleft().get()
         pool.close()
     finally:
         pool.terminate()

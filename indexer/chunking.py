@@ -156,6 +156,7 @@ def chunk_section(text: str, *, section_index: int, target_words: int = DEFAULT_
 def _line_chunks(lines: list[str], *, sep: str, target_words: int, source: str,
                  section_index: int = 0) -> list[ParsedChunk]:
     """Chunks whose sentences are whole ``lines`` (infobox pairs, table rows) joined by ``sep``."""
+    lines = [stripped for stripped in (line.strip() for line in lines) if stripped]
     text = sep.join(lines)
     spans: list[tuple[int, int]] = []
     pos = 0

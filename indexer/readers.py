@@ -133,6 +133,62 @@ class _PrefixedReader(io.RawIOBase):
         return len(data)
 
 
+class _PrefetchReader(io.RawIOBase):
+    """Decompress in a background thread (bz2/zlib release the GIL), so it overlaps XML parsing."""
+
+    _CHUNK = 1 << 20
+    _DEPTH = 8  # chunks read ahead: bounded memory
+
+    def __init__(self, stream: BinaryIO):
+        import queue
+        import threading
+
+        self._queue: queue.Queue = queue.Queue(maxsize=self._DEPTH)
+        # Hold the decompressor: if collected, its buffered file would close the raw file under the hasher.
+        self._source = stream
+        self._pending = memoryview(b"")
+        self._done = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._fill, args=(stream,), name="decompress", daemon=True)
+        self._thread.start()
+
+    def _fill(self, stream: BinaryIO) -> None:
+        try:
+            while not self._stop.is_set():
+                chunk = stream.read(self._CHUNK)
+                self._queue.put(chunk)
+                if not chunk:
+                    return
+        except BaseException as exc:  # handed to the reading thread, raised there
+            self._queue.put(exc)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not self._pending and not self._done:
+            item = self._queue.get()
+            if isinstance(item, BaseException):
+                self._done = True
+                raise item
+            if not item:
+                self._done = True
+            self._pending = memoryview(item)
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def close(self) -> None:
+        self._stop.set()
+        while self._thread.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                self._queue.get_nowait()
+            except Exception:  # noqa: BLE001 - queue.Empty
+                self._thread.join(0.01)
+        super().close()
+
+
 def expand_inputs(inputs: Sequence[str | Path] | str | Path) -> list[Path]:
     """Input paths with folders expanded to their dump/JSONL files (natural sort: part 2 before part 10)."""
     if isinstance(inputs, (str, Path)):
@@ -179,6 +235,7 @@ class InputReader:
             raise InputError(f"cannot read: {exc.strerror or exc}", path=str(self.path)) from exc
         self.stats = InputStats(path=self.path, size=size)
         self._hasher: _HashingReader | None = None
+        self._prefetch: _PrefetchReader | None = None
 
     @property
     def bytes_read(self) -> int:
@@ -211,6 +268,8 @@ class InputReader:
                 )
             self.stats.sha256 = self._hasher.hexdigest()
         finally:
+            if self._prefetch is not None:
+                self._prefetch.close()
             self._hasher.close()
 
     # -- compression -----------------------------------------------------------------------------
@@ -219,9 +278,11 @@ class InputReader:
         buffered = io.BufferedReader(hasher, buffer_size=1 << 20)
         magic = buffered.peek(3)[:3]
         if magic == b"BZh":
-            return bz2.BZ2File(buffered)  # reads concatenated (multistream) bz2 streams
+            self._prefetch = _PrefetchReader(bz2.BZ2File(buffered))  # reads multistream bz2 too
+            return self._prefetch
         if magic[:2] == b"\x1f\x8b":
-            return gzip.GzipFile(fileobj=buffered)
+            self._prefetch = _PrefetchReader(gzip.GzipFile(fileobj=buffered))
+            return self._prefetch
         return buffered
 
     def _read_head(self, stream: BinaryIO) -> bytes:

@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PAGE_CHARS = 4_000_000   # the largest enwiki articles are ~1.3M bytes of wikitext
 DEFAULT_PASSAGE_WORDS = 100
-FLUSH_ROWS = 100_000                 # buffered sentence rows (the biggest table) before a bulk load
+FLUSH_ROWS = 500_000                 # buffered rows (all tables) before a bulk load
 MAX_REDIRECT_HOPS = 16               # longer chains are treated like loops
 
 
@@ -178,9 +178,72 @@ def _sentence_passage(group: list[tuple[int, str]]) -> tuple:
     return (0, " ".join(parts), "", "text", tuple(spans))
 
 
-def process_batch(batch: list[RawPage], max_page_chars: int, passage_words: int) -> list[PageRows]:
-    """Worker entry point: a batch of pages in, their rows out (order kept)."""
-    return [page_rows(raw, max_page_chars=max_page_chars, passage_words=passage_words) for raw in batch]
+@dataclass(slots=True)
+class RowBatch:
+    """A batch of pages as Arrow tables, built in the worker so the main process only offsets ids and loads.
+
+    ``passages.passage_id`` / ``sentences.passage_id`` and ``_redirect_raw.seq`` count from 0 within the
+    batch; the writer shifts them by its running counters.
+    """
+
+    tables: dict[str, Any]
+    pages: int = 0
+    messages: list[str] = field(default_factory=list)   # warnings to log, "file: page ...: what"
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def process_batch(batch: list[RawPage], max_page_chars: int, passage_words: int) -> RowBatch:
+    """Worker entry point: a batch of pages in, their store rows out as Arrow tables (order kept)."""
+    return rows_to_batch([page_rows(raw, max_page_chars=max_page_chars, passage_words=passage_words)
+                          for raw in batch])
+
+
+def rows_to_batch(batch: list[PageRows]) -> RowBatch:
+    """Row tuples per table (local passage ids / redirect seq), converted to Arrow."""
+    buf: dict[str, list[tuple]] = {name: [] for name in _COLUMNS}
+    counts = {"pages_skipped_empty": 0, "pages_failed": 0, "pages_truncated": 0, "warnings": 0}
+    messages: list[str] = []
+    passage_id = 0
+    for rows in batch:
+        messages.extend(f"{rows.source_file}: {w}" for w in rows.warnings)
+        counts["warnings"] += len(rows.warnings) + bool(rows.skipped)
+        counts["pages_truncated"] += rows.truncated
+        if rows.skipped:
+            messages.append(f"{rows.source_file}: {rows.skipped}")
+            counts["pages_failed" if rows.failed else "pages_skipped_empty"] += 1
+            continue
+        if rows.redirect is not None:
+            target, fragment = rows.redirect
+            buf["_redirect_raw"].append((len(buf["_redirect_raw"]), rows.title, target, fragment,
+                                         normalize_title(rows.title), rows.page_id, rows.namespace))
+            continue
+        pid = rows.page_id
+        buf["pages"].append((pid, rows.title, rows.namespace, rows.rev_id, rows.rev_timestamp,
+                             rows.is_disambiguation, rows.url, rows.lead, normalize_title(rows.title),
+                             rows.source_file, "local"))
+        buf["sections"].extend((pid, *section) for section in rows.sections)
+        sentences = buf["sentences"]
+        for passage_index, (section_index, text, heading_path, source, spans) in enumerate(rows.passages):
+            buf["passages"].append((passage_id, pid, section_index, text, rows.title, heading_path, source,
+                                    passage_index))
+            sentences.extend((passage_id, i, page_index, text[start:end], start, end)
+                             for i, (start, end, page_index) in enumerate(spans))
+            passage_id += 1
+        buf["categories"].extend((pid, c) for c in rows.categories)
+        buf["see_also"].extend((pid, t) for t in rows.see_also)
+        buf["links"].extend((pid, *link) for link in rows.links)
+        buf["infobox"].extend((pid, *item) for item in rows.infobox)
+        buf["table_rows"].extend((pid, *row) for row in rows.table_rows)
+    tables = {name: _arrow(name, rows) for name, rows in buf.items() if rows}
+    return RowBatch(tables=tables, pages=len(batch), messages=messages, counts=counts)
+
+
+def _arrow(table: str, rows: list[tuple]):
+    import pyarrow as pa
+
+    columns = _COLUMNS[table]
+    arrays = [pa.array(values, type=getattr(pa, kind)()) for (_, kind), values in zip(columns, zip(*rows))]
+    return pa.Table.from_arrays(arrays, names=[name for name, _ in columns])
 
 
 # -- the DuckDB writer -------------------------------------------------------------------------------
@@ -226,7 +289,8 @@ class StoreWriter:
         self.flush_rows = flush_rows
         self.next_passage_id = 0
         self.counts = {"pages_skipped_empty": 0, "pages_failed": 0, "pages_truncated": 0, "warnings": 0}
-        self._buffers: dict[str, list[tuple]] = {name: [] for name in _COLUMNS}
+        self._buffers: dict[str, list] = {name: [] for name in _COLUMNS}   # Arrow tables per store table
+        self._buffered_rows = 0
         self._redirect_seq = 0
         try:
             self._con = duckdb.connect(str(self.db_path))
@@ -236,53 +300,47 @@ class StoreWriter:
             raise BuildError(f"{self.db_path}: cannot create the store ({exc})") from exc
 
     def add(self, rows: PageRows) -> None:
-        for warning in rows.warnings:
-            logger.warning("%s: %s", rows.source_file, warning)
-        self.counts["warnings"] += len(rows.warnings) + bool(rows.skipped)
-        self.counts["pages_truncated"] += rows.truncated
-        if rows.skipped:
-            logger.warning("%s: %s", rows.source_file, rows.skipped)
-            self.counts["pages_failed" if rows.failed else "pages_skipped_empty"] += 1
-            return
-        buf = self._buffers
-        if rows.redirect is not None:
-            target, fragment = rows.redirect
-            buf["_redirect_raw"].append((self._redirect_seq, rows.title, target, fragment,
-                                         normalize_title(rows.title), rows.page_id, rows.namespace))
-            self._redirect_seq += 1
-            return
-        pid = rows.page_id
-        buf["pages"].append((pid, rows.title, rows.namespace, rows.rev_id, rows.rev_timestamp,
-                             rows.is_disambiguation, rows.url, rows.lead,
-                             normalize_title(rows.title), rows.source_file, "local"))
-        buf["sections"].extend((pid, *section) for section in rows.sections)
-        sentences = buf["sentences"]
-        for passage_index, (section_index, text, heading_path, source, spans) in enumerate(rows.passages):
-            passage_id = self.next_passage_id
-            self.next_passage_id += 1
-            buf["passages"].append((passage_id, pid, section_index, text, rows.title, heading_path, source,
-                                    passage_index))
-            sentences.extend((passage_id, i, page_index, text[start:end], start, end)
-                             for i, (start, end, page_index) in enumerate(spans))
-        buf["categories"].extend((pid, c) for c in rows.categories)
-        buf["see_also"].extend((pid, t) for t in rows.see_also)
-        buf["links"].extend((pid, *link) for link in rows.links)
-        buf["infobox"].extend((pid, *item) for item in rows.infobox)
-        buf["table_rows"].extend((pid, *row) for row in rows.table_rows)
-        if len(sentences) >= self.flush_rows or len(buf["pages"]) >= self.flush_rows // 10:
+        """Add one page's rows (convenience for callers without a worker pool)."""
+        self.add_batch(rows_to_batch([rows]))
+
+    def add_batch(self, batch: RowBatch) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        for message in batch.messages:
+            logger.warning("%s", message)
+        for key, value in batch.counts.items():
+            self.counts[key] += value
+        tables = dict(batch.tables)
+        # Batch-local ids become global: passage ids stay dense in build order.
+        if "passages" in tables:
+            n = tables["passages"].num_rows
+            for name in ("passages", "sentences"):
+                if name in tables:
+                    t = tables[name]
+                    shifted = pc.add(t.column("passage_id"), pa.scalar(self.next_passage_id, pa.int64()))
+                    tables[name] = t.set_column(t.schema.get_field_index("passage_id"), "passage_id", shifted)
+            self.next_passage_id += n
+        if "_redirect_raw" in tables:
+            t = tables["_redirect_raw"]
+            shifted = pc.add(t.column("seq"), pa.scalar(self._redirect_seq, pa.int64()))
+            tables["_redirect_raw"] = t.set_column(0, "seq", shifted)
+            self._redirect_seq += t.num_rows
+        for name, table in tables.items():
+            self._buffers[name].append(table)
+            self._buffered_rows += table.num_rows
+        if self._buffered_rows >= self.flush_rows:
             self.flush()
 
     def flush(self) -> None:
         import duckdb
         import pyarrow as pa
 
-        for table, rows in self._buffers.items():
-            if not rows:
+        for table, parts in self._buffers.items():
+            if not parts:
                 continue
-            columns = _COLUMNS[table]
-            arrays = [pa.array(values, type=getattr(pa, kind)()) for (_, kind), values in zip(columns, zip(*rows))]
-            arrow = pa.Table.from_arrays(arrays, names=[name for name, _ in columns])
-            names = ", ".join(name for name, _ in columns)
+            arrow = pa.concat_tables(parts)
+            names = ", ".join(name for name, _ in _COLUMNS[table])
             try:
                 self._con.register("_batch", arrow)
                 self._con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _batch")
@@ -292,22 +350,22 @@ class StoreWriter:
                 raise BuildError(f"{self.db_path}: bulk load into {table} failed ({exc})") from exc
             finally:
                 self._con.unregister("_batch")
-            rows.clear()
+            parts.clear()
+        self._buffered_rows = 0
 
     def _constraint_error(self, table: str, exc: Exception) -> InputError:
         if table == "pages":
             dupes = self._con.execute(
                 "SELECT b.page_id, b.title, b.source_file, p.title, p.source_file FROM _batch b "
-                "JOIN pages p USING (page_id) LIMIT 1").fetchone()
-            if dupes is None:  # the duplicate is within the batch itself
-                seen: dict[int, tuple] = {}
-                for row in self._buffers["pages"]:
-                    if row[0] in seen:
-                        dupes = (row[0], row[1], row[9], seen[row[0]][1], seen[row[0]][9])
-                        break
-                    seen[row[0]] = row
+                "JOIN pages p USING (page_id) LIMIT 1").fetchall()
+            if not dupes:  # the duplicate is within the batch itself
+                dupes = self._con.execute(
+                    "SELECT a.page_id, a.title, a.source_file, b.title, b.source_file FROM "
+                    "(SELECT *, row_number() OVER () AS n FROM _batch) a JOIN "
+                    "(SELECT *, row_number() OVER () AS n FROM _batch) b ON a.page_id = b.page_id AND a.n > b.n "
+                    "LIMIT 1").fetchall()
             if dupes:
-                page_id, title, source, other_title, other_source = dupes
+                page_id, title, source, other_title, other_source = dupes[0]
                 return InputError(f"duplicate page id {page_id}: {title!r} and {other_title!r} (from {other_source})",
                                   path=source, where=f"page {title!r}")
         return InputError(f"duplicate key while loading {table} ({exc})")

@@ -522,7 +522,7 @@ _QUOTES = re.compile(r"'{4,}")
 _BOLD_ITALIC = re.compile(r"'''''|'''|''")
 _LEFTOVER = re.compile(r"\{\{|\}\}|\[\[|\]\]|\{\||\|\}|<ref", re.IGNORECASE)
 _MULTI_SPACE = re.compile(r"  +")
-_SPACE_BEFORE_PUNCT = re.compile(r" (?=[,.;:!?)\]])")
+_SPACE_BEFORE_PUNCT = re.compile(r" (?=[,.;:!?)])")
 # "()" and "(; " left behind by removed pronunciation/reference templates.
 _PAREN_JUNK = re.compile(r"\((?:[ ,;:]*\)|[ ,;:]+)")
 _COMMAS = re.compile(r"(?:\s*,){2,}")
@@ -615,6 +615,9 @@ def _render_link(target: str, label: str | None, trail: str, sink: _LinkSink | N
                 text = _HTML_TAG.sub("", text)
             if "&" in text:
                 text = html.unescape(text)
+            if _PH_PIPE in text or _PH_EQUALS in text:
+                text = text.replace(_PH_PIPE, "|").replace(_PH_EQUALS, "=")
+            text = _LEFTOVER.sub(" ", text)
             sink.links.append(ParsedLink(_canonical(page), " ".join(text.split()),
                                          sink.section_index))
     return anchor
@@ -770,7 +773,7 @@ def _flatten(text: str) -> str:
         text = _COMMAS.sub(",", text)
     if ".," in text:
         text = text.replace(".,", ".")
-    return text.strip(" ,")
+    return text.strip().strip(",").strip()
 
 
 def _inline_many(parts: list[str], *, br: str = " ") -> list[str]:

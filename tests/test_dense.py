@@ -106,12 +106,12 @@ def test_resume_reencodes_only_missing_shard(built, tmp_path):
     root, recs, _ = built
     shards = tmp_path / "shards"
     shutil.copytree(root / "dense" / "shards", shards)
-    missing = shard_path(shards, 64, 128)
+    missing = shard_path(shards, 192, 200)  # the short last shard: cheap to re-encode
     before = np.load(missing)
     missing.unlink()
-    (shards / (shard_path(shards, 128, 192).name + ".tmp.part")).write_bytes(b"half-written")  # a crash leftover
+    (shards / (missing.name + ".x.part")).write_bytes(b"half-written")  # a crash leftover
     stats = embed_range(root / "wiki.duckdb", shards, shard_size=SHARD)
-    assert stats["shards_written"] == 1 and stats["shards_skipped"] == 3 and stats["encoded"] == 64
+    assert stats["shards_written"] == 1 and stats["shards_skipped"] == 3 and stats["encoded"] == 8
     np.testing.assert_allclose(np.load(missing), before, atol=1e-5)
     again = embed_range(root / "wiki.duckdb", shards, shard_size=SHARD)
     assert again["shards_written"] == 0 and again["encoded"] == 0
@@ -186,7 +186,7 @@ def test_onnx_matches_torch(built):
     """The ONNX export (onnxruntime + tokenizers) reproduces sentence-transformers' vectors."""
     from retriever.encoder import cosine_rows, load_encoder, passage_text
 
-    texts = [passage_text(r["title"], "", " ".join(r["sentences"])) for r in built[1][:24]]
+    texts = [passage_text(r["title"], "", " ".join(r["sentences"])) for r in built[1][:12]]
     texts.append("short")
     a = load_encoder(backend="onnx", threads=2).encode(texts, batch_size=8)
     b = load_encoder(backend="torch", threads=2).encode(texts, batch_size=8)

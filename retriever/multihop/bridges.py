@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from retriever.entities import find_mentions
 from retriever.multihop.terms import coverage
 from retriever.store import Store
-from retriever.text import normalize_title, words
+from retriever.text import normalize_title
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _VALUE_SPLIT = re.compile(r"\s*(?:[,;/\n•]|\band\b|\bor\b)\s*")
@@ -92,7 +92,3 @@ def _ctx_weight(claim_words: Sequence[str], ctx: str, idf: dict[str, float] | No
     if not ctx:
         return CONTEXT_FLOOR
     return CONTEXT_FLOOR + (1.0 - CONTEXT_FLOOR) * coverage(claim_words, ctx, idf)
-
-
-def title_words(title: str) -> set[str]:
-    return set(words(title))

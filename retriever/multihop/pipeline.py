@@ -32,7 +32,8 @@ STATUS_EMPTY_QUERY = "empty_query"
 KIND_WEIGHTS: Mapping[str, float] = {"claim": 1.0, "semantic": 0.8, "entity": 0.9, "attribute": 0.7}
 RANK_OFFSET = 1
 HOP_DECAY = 0.85
-EVIDENCE_CHARS = 2000  # page text the scorer and the bridge finder read (lead + best passage)
+EVIDENCE_CHARS = 3000  # page text the scorer and the bridge finder read (lead + matched passages)
+PASSAGES_PER_PAGE = 3  # matched passages of a page kept per query
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,7 @@ class MultiHopRetriever:
             elif len(m.text) > 1 and m.text not in state.claim_mentions:
                 state.claim_mentions.append(m.text)
         texts: dict[str, str] = {}
+        loaded: dict[str, int] = {}
         expanded: set[str] = set()
         for hop in range(1, p.hops + 1):
             th = time.perf_counter()
@@ -105,7 +107,7 @@ class MultiHopRetriever:
                 state.mark_tried(q.kind, q.text)
                 record.queries.append((q, [self._add(state, q, hop, rank, pid, psg, title, ranks) for rank, (pid, psg, title, ranks) in enumerate(pages, 1)]))
             record.new_titles = [state.candidates[k].title for k in state.candidates if k not in before]
-            self._load_texts(state, texts)
+            self._load_texts(state, texts, loaded)
             self.scorer.score(state, texts)
             if hop < p.hops:
                 self._follow_bridges(state, texts, expanded)
@@ -144,8 +146,8 @@ class MultiHopRetriever:
                 n += 1
         return out
 
-    def _run(self, queries: Sequence[HopQuery]) -> list[list[tuple[int, int, str, dict[str, int]]]]:
-        """Each query's top-k pages (page_id, passage_id, title, channel ranks); one batch per channel."""
+    def _run(self, queries: Sequence[HopQuery]) -> list[list[tuple[int, list[int], str, dict[str, int]]]]:
+        """Each query's top-k pages (page_id, matched passage ids, title, channel ranks); one batch per channel."""
         r = self.retriever
         per_query: list[dict[str, list[Hit]]] = [{} for _ in queries]
         for channel in dict.fromkeys((*self.channels, *self.entity_channels)):
@@ -164,20 +166,21 @@ class MultiHopRetriever:
         leads = self.store.lead_passages({res.page_id for res in titles.values()})
         out = []
         for q, results in zip(queries, per_query):
-            pages: list[tuple[int, int, str, dict[str, int]]] = []
+            pages: list[tuple[int, list[int], str, dict[str, int]]] = []
             res = titles.get(q.text) if q.kind == "entity" else None
             if res is not None and res.page_id in leads:
-                pages.append((res.page_id, leads[res.page_id].passage_id, res.title, {"title": 1}))
+                pages.append((res.page_id, [leads[res.page_id].passage_id], res.title, {"title": 1}))
             for fp in fuse(results, weights=r.weights, method=r.fusion, rrf_k=r.rrf_k):
                 if len(pages) >= q.k:
                     break
                 if any(fp.page_id == x[0] for x in pages):
                     continue
-                pages.append((fp.page_id, fp.best.passage_id, fp.best.title, dict(fp.ranks)))
+                pids = [x.passage_id for x in fp.passages[:PASSAGES_PER_PAGE]]
+                pages.append((fp.page_id, pids, fp.best.title, dict(fp.ranks)))
             out.append(pages[: q.k])
         return out
 
-    def _add(self, state: ClaimState, q: HopQuery, hop: int, rank: int, page_id: int, passage_id: int, title: str, ranks: dict[str, int]) -> str:
+    def _add(self, state: ClaimState, q: HopQuery, hop: int, rank: int, page_id: int, passage_ids: list[int], title: str, ranks: dict[str, int]) -> str:
         if not title:
             page = self.store.page(page_id)
             title = page.title if page else str(page_id)
@@ -185,29 +188,27 @@ class MultiHopRetriever:
         strength = KIND_WEIGHTS.get(q.kind, 0.5) * HOP_DECAY ** (hop - 1) / (rank + RANK_OFFSET)
         c = state.candidates.get(key)
         if c is None:
-            c = state.candidates[key] = Candidate(page_id, title, hop, passage_id, q.kind, q.text)
+            c = state.candidates[key] = Candidate(page_id, title, hop, passage_ids[0], q.kind, q.text)
         c.found_by += 1
+        c.passages.extend(p for p in passage_ids if p not in c.passages)
         if strength > c.retrieval:
             c.retrieval = strength
             c.ranks = ranks
         return c.title
 
-    def _load_texts(self, state: ClaimState, texts: dict[str, str]) -> None:
-        """Lead + first-found passage of each new candidate, for scoring and bridge finding."""
-        new = [c for c in state.candidates.values() if c.title not in texts]
-        if not new:
+    def _load_texts(self, state: ClaimState, texts: dict[str, str], loaded: dict[str, int]) -> None:
+        """Lead + matched passages of each candidate, for scoring and bridge finding (reloaded as matches grow)."""
+        todo = [c for c in state.candidates.values() if loaded.get(c.title) != len(c.passages)]
+        if not todo:
             return
-        leads = self.store.lead_passages({c.page_id for c in new})
-        psgs = self.store.passages({c.passage_id for c in new})
-        for c in new:
-            parts = []
+        leads = self.store.lead_passages({c.page_id for c in todo})
+        psgs = self.store.passages({p for c in todo for p in c.passages})
+        for c in todo:
             lead = leads.get(c.page_id)
-            if lead is not None:
-                parts.append(lead.text)
-            best = psgs.get(c.passage_id)
-            if best is not None and (lead is None or best.passage_id != lead.passage_id):
-                parts.append(best.text)
+            ids = ([lead.passage_id] if lead is not None else []) + [p for p in c.passages if lead is None or p != lead.passage_id]
+            parts = [lead.text if lead is not None and i == lead.passage_id else psgs[i].text for i in ids if i in psgs or (lead is not None and i == lead.passage_id)]
             texts[c.title] = " ".join(parts)[:EVIDENCE_CHARS]
+            loaded[c.title] = len(c.passages)
 
     def _follow_bridges(self, state: ClaimState, texts: Mapping[str, str], expanded: set[str]) -> None:
         """Bridges out of the best pages not yet expanded; they feed the next hop's queries and the scorer."""

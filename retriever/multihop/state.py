@@ -40,6 +40,7 @@ class Candidate:
     query: str
     retrieval: float = 0.0  # best weighted reciprocal rank over every query that found it
     found_by: int = 0  # how many queries returned it
+    passages: list[int] = field(default_factory=list)  # every passage a query matched, in order found
     ranks: dict[str, int] = field(default_factory=dict)  # fused channel ranks from its best query
     parents: dict[str, float] = field(default_factory=dict)  # pages pointing here -> link strength (set by scoring)
     score: float = 0.0  # final score

@@ -1,0 +1,212 @@
+"""An LLM-backed planner: DSPy signatures for decomposition, entity titles, attributes, gaps and 1-10 relevance.
+
+Optional (``pip install wikiground[llm]``): dspy is imported only by :class:`DSPyLM`. Every LM answer
+goes through the record/replay :class:`fallback.cache.ResponseCache` (key = method + inputs), so a
+recorded run replays offline, bit for bit. Tests use a fake :class:`PlannerLM`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from retriever.errors import CacheMissError, ConfigError, QueryError
+from retriever.multihop.params import MultiHopParams
+from retriever.multihop.scoring import LocalScorer
+from retriever.multihop.state import ClaimState, HopPlan
+
+log = logging.getLogger(__name__)
+
+CACHE_MODES = ("record", "replay", "off")
+CONTEXT_CHARS = 600  # per page handed to the LM as context
+RERANK = 30  # candidates the LM scores (the rest keep their local order below them)
+LM_WEIGHT = 0.5  # share of the final score from the LM's 1-10 relevance
+
+
+class PlannerLM(Protocol):
+    """What an LLM planner must answer. Lists are best first."""
+
+    def decompose(self, claim: str, context: str) -> list[str]: ...
+    def entity_titles(self, claim: str, context: str) -> list[str]: ...
+    def attributes(self, claim: str, context: str) -> list[str]: ...
+    def gaps(self, claim: str, context: str) -> list[str]: ...
+    def relevance(self, claim: str, title: str, text: str) -> int: ...
+
+
+METHODS = ("decompose", "entity_titles", "attributes", "gaps", "relevance")
+
+
+class CachedLM:
+    """Record/replay wrapper: ``record`` answers from the cache or asks and stores; ``replay`` never asks."""
+
+    def __init__(self, inner: PlannerLM | None, cache_dir: str | Path, *, mode: str = "record"):
+        if mode not in CACHE_MODES:
+            raise ConfigError(f"planner cache mode {mode!r}; choose one of {', '.join(CACHE_MODES)}")
+        if inner is None and mode != "replay":
+            raise ConfigError("a planner LM is needed unless the cache mode is 'replay'")
+        from fallback.cache import ResponseCache
+
+        self.inner = inner
+        self.mode = mode
+        self.cache = ResponseCache(Path(cache_dir))
+        self.calls = 0
+        self.hits = 0
+
+    def _ask(self, method: str, **inputs: Any) -> Any:
+        from fallback.cache import request_key
+
+        key = request_key(f"planner/{method}", {k: json.dumps(v, ensure_ascii=False) for k, v in inputs.items()})
+        if self.mode != "off":
+            entry = self.cache.get(key)
+            if entry is not None:
+                self.hits += 1
+                return entry.body
+            if self.mode == "replay":
+                raise CacheMissError(f"planner {method}: no recorded answer in {self.cache.root} (replay mode)")
+        self.calls += 1
+        answer = getattr(self.inner, method)(**inputs)
+        if self.mode == "record":
+            self.cache.put(key, status=200, fetched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), body=answer)
+        return answer
+
+    def decompose(self, claim: str, context: str) -> list[str]:
+        return _strings(self._ask("decompose", claim=claim, context=context), "decompose")
+
+    def entity_titles(self, claim: str, context: str) -> list[str]:
+        return _strings(self._ask("entity_titles", claim=claim, context=context), "entity_titles")
+
+    def attributes(self, claim: str, context: str) -> list[str]:
+        return _strings(self._ask("attributes", claim=claim, context=context), "attributes")
+
+    def gaps(self, claim: str, context: str) -> list[str]:
+        return _strings(self._ask("gaps", claim=claim, context=context), "gaps")
+
+    def relevance(self, claim: str, title: str, text: str) -> int:
+        return _rating(self._ask("relevance", claim=claim, title=title, text=text))
+
+
+class LLMPlanner:
+    """Planner and scorer backed by a :class:`PlannerLM` (wrap it in :class:`CachedLM` for reproducible runs)."""
+
+    def __init__(self, lm: PlannerLM, *, rerank: int = RERANK, lm_weight: float = LM_WEIGHT, local: LocalScorer | None = None):
+        self.lm = lm
+        self.rerank = rerank
+        self.lm_weight = lm_weight
+        self.local = local or LocalScorer()
+
+    def plan(self, claim: str, state: ClaimState, *, hop: int, params: MultiHopParams, evidence: Sequence[tuple[str, str]]) -> HopPlan:
+        context = "\n".join(f"[{t}] {x[:CONTEXT_CHARS]}" for t, x in evidence)
+        semantic = self.lm.decompose(claim, context) if hop == 1 else self.lm.gaps(claim, context)
+        return HopPlan(
+            semantic=tuple(semantic),
+            entity=tuple(self.lm.entity_titles(claim, context)),
+            attribute=tuple(self.lm.attributes(claim, context)),
+        )
+
+    def score(self, state: ClaimState, texts: Mapping[str, str]) -> None:
+        """Local score, then the LM's 1-10 relevance for the best ``rerank`` candidates, blended."""
+        self.local.score(state, texts)
+        ranked = state.ranked()
+        top = max((c.score for c in ranked), default=0.0) or 1.0
+        for i, c in enumerate(ranked):
+            local = c.score / top
+            if i < self.rerank:
+                r = self.lm.relevance(state.claim, c.title, texts.get(c.title, "")[:CONTEXT_CHARS])
+                c.features["lm_relevance"] = float(r)
+                c.score = (1 - self.lm_weight) * local + self.lm_weight * r / 10
+            else:
+                c.score = (1 - self.lm_weight) * local  # below every LM-rated page of equal local score
+
+
+def _strings(value: Any, method: str) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise QueryError(f"planner {method}: expected a list of strings, got {type(value).__name__}")
+    return [v.strip() for v in value if v.strip()]
+
+
+def _rating(value: Any) -> int:
+    try:
+        r = int(round(float(value)))
+    except (TypeError, ValueError) as exc:
+        raise QueryError(f"planner relevance: expected a number 1-10, got {value!r}") from exc
+    return min(10, max(1, r))
+
+
+class DSPyLM:
+    """:class:`PlannerLM` over DSPy signatures; ``lm``: a ``dspy.LM`` (or None for dspy's configured one)."""
+
+    def __init__(self, lm: Any | None = None):
+        try:
+            import dspy
+        except ImportError as exc:
+            raise ConfigError("the LLM planner needs dspy: pip install 'wikiground[llm]'") from exc
+        if lm is not None:
+            dspy.configure(lm=lm)
+        self._programs = _signatures(dspy)
+
+    def _call(self, name: str, field: str, **inputs: Any) -> Any:
+        return getattr(self._programs[name](**inputs), field)
+
+    def decompose(self, claim: str, context: str) -> list[str]:
+        return list(self._call("decompose", "sub_questions", claim=claim, context=context))
+
+    def entity_titles(self, claim: str, context: str) -> list[str]:
+        return list(self._call("entity_titles", "titles", claim=claim, context=context))
+
+    def attributes(self, claim: str, context: str) -> list[str]:
+        return list(self._call("attributes", "queries", claim=claim, context=context))
+
+    def gaps(self, claim: str, context: str) -> list[str]:
+        return list(self._call("gaps", "queries", claim=claim, context=context))
+
+    def relevance(self, claim: str, title: str, text: str) -> int:
+        return int(self._call("relevance", "rating", claim=claim, title=title, text=text))
+
+
+def _signatures(dspy: Any) -> dict[str, Any]:
+    class Decompose(dspy.Signature):
+        """Split a multi-hop claim into up to 3 short search questions, one per fact to verify."""
+
+        claim: str = dspy.InputField()
+        context: str = dspy.InputField(desc="pages found so far (may be empty)")
+        sub_questions: list[str] = dspy.OutputField()
+
+    class EntityTitles(dspy.Signature):
+        """Up to 3 exact Wikipedia article titles needed to verify the claim, including ones the context implies."""
+
+        claim: str = dspy.InputField()
+        context: str = dspy.InputField()
+        titles: list[str] = dspy.OutputField()
+
+    class Attributes(dspy.Signature):
+        """Up to 4 queries pairing an entity with a temporal or relational qualifier, e.g. 'New York Islanders 1974 season'."""
+
+        claim: str = dspy.InputField()
+        context: str = dspy.InputField()
+        queries: list[str] = dspy.OutputField()
+
+    class Gaps(dspy.Signature):
+        """What the pages found so far do not yet establish about the claim, as up to 3 search questions."""
+
+        claim: str = dspy.InputField()
+        context: str = dspy.InputField()
+        queries: list[str] = dspy.OutputField()
+
+    class Relevance(dspy.Signature):
+        """How useful this page is for verifying the claim, from 1 (useless) to 10 (essential)."""
+
+        claim: str = dspy.InputField()
+        title: str = dspy.InputField()
+        text: str = dspy.InputField()
+        rating: int = dspy.OutputField()
+
+    return {
+        "decompose": dspy.Predict(Decompose), "entity_titles": dspy.Predict(EntityTitles),
+        "attributes": dspy.Predict(Attributes), "gaps": dspy.Predict(Gaps), "relevance": dspy.Predict(Relevance),
+    }
