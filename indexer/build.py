@@ -1,9 +1,11 @@
 """Build an index folder: inputs -> ``wiki.duckdb`` -> search indexes -> ``manifest.json``, atomically.
 
-The main process streams pages (mwxml / JSONL) in batches of :data:`BATCH_PAGES`; a process pool
-cleans and chunks them; results come back in input order (so the store is identical for any
-worker count) and are bulk-loaded by :class:`~indexer.store_writer.StoreWriter`. Everything is
-written into a temp folder next to ``out`` that replaces ``out`` only when complete.
+The main process only decompresses and cuts dumps at ``</page>`` into chunks of whole pages (JSONL:
+batches of :data:`BATCH_PAGES` pages); a process pool parses the chunks with mwxml, cleans and chunks
+the pages, and returns Arrow tables. Multistream bz2 is decompressed by the pool too, a group of
+streams per task. Results come back in input order (so the store is identical for any worker count)
+and are bulk-loaded by :class:`~indexer.store_writer.StoreWriter`. Everything is written into a
+temp folder next to ``out`` that replaces ``out`` only when complete.
 """
 
 from __future__ import annotations
@@ -18,15 +20,15 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from indexer.manifest import MANIFEST_NAME, STORE_NAME, write_manifest
-from indexer.readers import InputReader, RawPage, expand_inputs
+from indexer.readers import GroupDecompressor, InputReader, RawPage, XmlChunk, decompress_group, expand_inputs
 from indexer.store_writer import (
-    DEFAULT_MAX_PAGE_CHARS, DEFAULT_PASSAGE_WORDS, RowBatch, StoreWriter, process_batch,
+    DEFAULT_MAX_PAGE_CHARS, DEFAULT_PASSAGE_WORDS, RowBatch, StoreWriter, process_batch, process_xml_chunk,
 )
 from retriever.errors import BuildError, ConfigError, InputError, WikigroundError
 
@@ -34,8 +36,10 @@ logger = logging.getLogger(__name__)
 
 ALL_INDEXES = ("bm25", "dense", "tfidf")
 BATCH_PAGES = 64
-INFLIGHT_PER_WORKER = 4  # batches queued per worker: keeps workers busy, memory bounded
-_WORKER_PRELOAD = ["indexer.store_writer", "indexer.wikitext", "indexer.chunking"]
+INFLIGHT_PER_WORKER = 4  # tasks queued per worker: keeps workers busy, memory bounded
+DECOMPRESS_AHEAD_PER_WORKER = 2  # multistream bz2 stream groups decompressed ahead per worker
+_WORKER_PRELOAD = ["indexer.store_writer", "indexer.readers", "indexer.wikitext", "indexer.chunking",
+                   "mwxml", "pyarrow"]
 
 
 def build_index(
@@ -124,11 +128,15 @@ def _ingest(paths: list[Path], db_path: Path, *, namespaces: list[int], workers:
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="ingest", disable=not progress,
                dynamic_ncols=True, smoothing=0.1)
     writer = StoreWriter(db_path)
+    pool = _LazyPool(workers)
     try:
-        pages = _pages(paths, namespaces, readers)
+        work = _work(paths, namespaces, readers, decompress=_pool_decompressor(pool) if workers > 1 else None)
         done = 0
         start = time.time()
-        for batch in _processed(pages, workers=workers, max_page_chars=max_page_chars, passage_words=passage_words):
+        for reader, batch in _processed(work, pool=pool, max_page_chars=max_page_chars,
+                                        passage_words=passage_words):
+            if batch.read is not None:
+                reader.add_chunk_stats(batch.read)
             writer.add_batch(batch)
             done += batch.pages
             if progress:
@@ -142,6 +150,7 @@ def _ingest(paths: list[Path], db_path: Path, *, namespaces: list[int], workers:
         writer.close()
         raise
     finally:
+        pool.close()
         bar.close()
     if result["counts"]["pages"] == 0 and result["counts"]["redirects"] == 0:
         raise InputError(f"no pages found in namespace(s) {namespaces}",
@@ -150,50 +159,95 @@ def _ingest(paths: list[Path], db_path: Path, *, namespaces: list[int], workers:
     return result
 
 
-def _pages(paths: list[Path], namespaces: list[int], readers: list[InputReader]) -> Iterator[RawPage]:
+_Task = tuple[InputReader, Callable[..., RowBatch], tuple]
+
+
+def _work(paths: list[Path], namespaces: list[int], readers: list[InputReader], *,
+          decompress: GroupDecompressor | None) -> Iterator[_Task]:
+    """Worker tasks in input order: XML chunks as they are cut, other pages in batches of BATCH_PAGES."""
     next_id = 1  # synthetic ids of JSONL pages run on across inputs
     for path in paths:
         reader = InputReader(path, namespaces=namespaces, next_page_id=next_id)
         readers.append(reader)
-        yield from reader
+        batch: list[RawPage] = []
+        for item in reader.items(decompress=decompress):
+            if isinstance(item, XmlChunk):
+                if batch:
+                    yield reader, process_batch, (batch,)
+                    batch = []
+                yield reader, process_xml_chunk, (item,)
+                continue
+            batch.append(item)
+            if len(batch) >= BATCH_PAGES:
+                yield reader, process_batch, (batch,)
+                batch = []
+        if batch:
+            yield reader, process_batch, (batch,)
         next_id = reader.next_page_id
 
 
-def _batches(pages: Iterable[RawPage]) -> Iterator[list[RawPage]]:
-    it = iter(pages)
-    while batch := list(itertools.islice(it, BATCH_PAGES)):
-        yield batch
-
-
-def _processed(pages: Iterable[RawPage], *, workers: int, max_page_chars: int,
-               passage_words: int) -> Iterator[RowBatch]:
-    """Row batches in input order; a process pool does the cleaning once there is more than one batch."""
-    batches = _batches(pages)
-    first = next(batches, None)
+def _processed(work: Iterator[_Task], *, pool: _LazyPool, max_page_chars: int,
+               passage_words: int) -> Iterator[tuple[InputReader, RowBatch]]:
+    """Row batches in input order; the pool does the parsing and cleaning once there is more than one task."""
+    first = next(work, None)
     if first is None:
         return
-    second = next(batches, None)
-    if workers <= 1 or second is None:
-        for batch in itertools.chain([first], [second] if second else [], batches):
-            yield process_batch(batch, max_page_chars, passage_words)
+    second = next(work, None)
+    if pool.workers <= 1 or second is None:
+        for reader, fn, args in itertools.chain([first], [second] if second else [], work):
+            yield reader, fn(*args, max_page_chars, passage_words)
         return
-    ctx = multiprocessing.get_context("forkserver")
-    # Workers import the cleaner once in the fork server instead of once per worker.
-    ctx.set_forkserver_preload(_WORKER_PRELOAD)
-    pool = ctx.Pool(workers)
-    try:
-        # apply_async with a bounded queue, not imap: imap drains the whole input into memory.
+    # A bounded queue of futures, not map(): map drains the whole input into memory.
+    pending: deque = deque()
+    for reader, fn, args in itertools.chain([first, second], work):
+        pending.append((reader, pool.submit(fn, *args, max_page_chars, passage_words)))
+        while len(pending) >= pool.workers * INFLIGHT_PER_WORKER:
+            reader, result = pending.popleft()
+            yield reader, result.result()
+    while pending:
+        reader, result = pending.popleft()
+        yield reader, result.result()
+
+
+def _pool_decompressor(pool: _LazyPool) -> GroupDecompressor:
+    """Multistream bz2: stream groups decompressed by the pool, read ahead a little, returned in order."""
+    def decompress(groups: Iterator[tuple[int, bytes]], path: str, size: int) -> Iterator[bytes]:
         pending: deque = deque()
-        for batch in itertools.chain([first, second], batches):
-            pending.append(pool.apply_async(process_batch, (batch, max_page_chars, passage_words)))
-            while len(pending) >= workers * INFLIGHT_PER_WORKER:
-                yield pending.popleft().get()
+        for offset, data in groups:
+            pending.append(pool.submit(decompress_group, path, offset, data, size))
+            while len(pending) >= pool.workers * DECOMPRESS_AHEAD_PER_WORKER:
+                yield pending.popleft().result()
         while pending:
-            yield pending.popleft().get()
-        pool.close()
-    finally:
-        pool.terminate()
-        pool.join()
+            yield pending.popleft().result()
+
+    return decompress
+
+
+class _LazyPool:
+    """A forkserver process pool started on first use (small inputs never pay for it).
+
+    concurrent.futures rather than multiprocessing.Pool: a worker that dies (OOM killer) raises
+    BrokenProcessPool instead of hanging the build.
+    """
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self._pool = None
+
+    def submit(self, fn: Callable, *args: Any):
+        if self._pool is None:
+            from concurrent.futures import ProcessPoolExecutor
+
+            ctx = multiprocessing.get_context("forkserver")
+            # Workers import the parser and cleaner once in the fork server instead of once per worker.
+            ctx.set_forkserver_preload(_WORKER_PRELOAD)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx)
+        return self._pool.submit(fn, *args)
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _build_one(name: str, tmp: Path, *, progress: bool, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -100,10 +100,11 @@ def _group(text: str, spans: list[tuple[int, int]], *, target_words: int,
     chunks: list[ParsedChunk] = []
     units: list[tuple[tuple[int, int], int]] = []
     for s, e in spans:
-        n = len(_WORDS.findall(text, s, e))
+        # str.split() and \S+ agree on whitespace (both use str.isspace); split is the faster count.
+        n = len(text[s:e].split())
         if n > 2 * target_words:
             for ps, pe in _word_spans(text, s, e, target_words):
-                units.append(((ps, pe), len(_WORDS.findall(text, ps, pe))))
+                units.append(((ps, pe), len(text[ps:pe].split())))
         else:
             units.append(((s, e), n))
 

@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -27,6 +27,13 @@ logger = logging.getLogger(__name__)
 # Suffixes picked up when a folder is given as input.
 INPUT_SUFFIXES = (".xml", ".bz2", ".gz", ".jsonl", ".ndjson", ".json")
 SNIFF_BYTES = 1 << 16
+CHUNK_BYTES = 1 << 21            # XML bytes per worker task: whole pages, ~100 enwiki articles
+READ_BYTES = 1 << 20             # decompressed bytes per read
+STREAM_GROUP_BYTES = 1 << 20     # compressed bytes of whole bz2 streams per decompression task
+MULTISTREAM_PROBE = 1 << 22      # a second bz2 stream must start within this many bytes to count as multistream
+HEADER_LIMIT = 1 << 24           # bytes searched for the first <page> before falling back to in-process parsing
+_BZ2_STREAM_START = re.compile(rb"BZh[1-9]1AY&SY")  # stream header followed by the first block's magic
+_PAGE_END = b"</page>"
 XML_FORMAT = "mediawiki-xml"
 JSON_OBJECT_FORMAT = "json-object"
 JSONL_SHAPES = ("hotpotqa-abstracts", "fever-wiki-pages", "kilt", "title-text")
@@ -80,6 +87,40 @@ class InputStats:
             "pages_kept": self.pages_kept,
             "newest_rev_timestamp": self.newest_rev_timestamp,
         }
+
+
+@dataclass(slots=True)
+class XmlChunk:
+    """Whole ``<page>`` elements cut from a dump's byte stream, parsed with mwxml in a worker.
+
+    The worker parses ``header + data (+ </mediawiki>)``; ``first_line``/``first_column`` place
+    ``data[0]`` in the original XML so errors name the real line; ``after`` labels the page before it.
+    """
+
+    path: str
+    header: bytes                  # <mediawiki ...><siteinfo>...</siteinfo> and whitespace up to the first <page
+    data: bytes
+    final: bool                    # the last chunk holds the document's end (</mediawiki>)
+    first_line: int
+    first_column: int
+    after: str
+    namespaces: frozenset[int]
+    base_url: str | None
+
+
+@dataclass(slots=True)
+class ChunkPages:
+    """What a worker read from one :class:`XmlChunk`: the kept pages and the input stats they add."""
+
+    pages: list[RawPage]
+    pages_read: int = 0
+    pages_kept: int = 0
+    newest_rev_timestamp: str | None = None
+
+
+# ``decompress(groups, path, size)``: compressed bz2 stream groups ``(offset, bytes)`` of file ``path``
+# (``size`` bytes) to their decompressed bytes, in order; a worker pool runs :func:`decompress_group`.
+GroupDecompressor = Callable[[Iterator[tuple[int, bytes]], str, int], Iterator[bytes]]
 
 
 class _HashingReader(io.RawIOBase):
@@ -189,6 +230,151 @@ class _PrefetchReader(io.RawIOBase):
         super().close()
 
 
+class _BlockReader(io.RawIOBase):
+    """A readable stream over an iterator of byte blocks."""
+
+    def __init__(self, blocks: Iterable[bytes]):
+        self._blocks = iter(blocks)
+        self._pending = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            block = next(self._blocks, None)
+            if block is None:
+                return 0
+            self._pending = memoryview(block)
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+def _bz2_stream_groups(probe: bytes, rest: BinaryIO, *,
+                       group_bytes: int = STREAM_GROUP_BYTES) -> Iterator[tuple[int, bytes]]:
+    """Whole bz2 streams of a multistream file, grouped to about ``group_bytes``: ``(offset, bytes)``.
+
+    A stream starts at ``BZh<level>`` followed by the block magic; a false match inside compressed
+    data (odds about 2**-80 per byte) would only make that group fail to decompress.
+    """
+    buf = bytearray(probe)
+    offset = 0                # file offset of buf[0]
+    scanned = group_bytes     # no stream start in buf[group_bytes:scanned]
+    while True:
+        match = _BZ2_STREAM_START.search(buf, scanned)
+        if match is not None:
+            cut = match.start()
+            yield offset, bytes(buf[:cut])
+            del buf[:cut]
+            offset += cut
+            scanned = group_bytes
+            continue
+        scanned = max(group_bytes, len(buf) - 9)
+        more = rest.read(group_bytes)
+        if not more:
+            if buf:
+                yield offset, bytes(buf)
+            return
+        buf += more
+
+
+def decompress_group(path: str, offset: int, data: bytes, size: int) -> bytes:
+    """Worker side of multistream decompression: one group of whole bz2 streams.
+
+    Stream by stream rather than ``bz2.decompress``, which silently drops a damaged stream that
+    follows a good one.
+    """
+    out: list[bytes] = []
+    rest = data
+    while rest:
+        at = offset + len(data) - len(rest)
+        decompressor = bz2.BZ2Decompressor()
+        try:
+            out.append(decompressor.decompress(rest))
+        except OSError as exc:
+            raise InputError(f"corrupt compressed data ({exc})", path=path,
+                             where=f"bz2 stream at byte {at} of {size} (compressed)") from exc
+        if not decompressor.eof:
+            raise InputError("truncated compressed file (bz2 stream ends early)", path=path,
+                             where=f"bz2 stream at byte {at} of {size} (compressed)")
+        rest = decompressor.unused_data
+    return b"".join(out)
+
+
+def _last_page_label(data: bytes) -> str | None:
+    """``after page 'T' (id N)`` for the last page in ``data`` (title and id found with rfind/find)."""
+    from xml.sax.saxutils import unescape
+
+    at = data.rfind(b"<title>")
+    if at < 0:
+        return None
+    end = data.find(b"</title>", at)
+    id_at = data.find(b"<id>", end)
+    id_end = data.find(b"</id>", id_at)
+    if end < 0 or id_at < 0 or id_end < 0:
+        return None
+    title = unescape(data[at + 7: end].decode("utf-8", "replace"), {"&quot;": '"', "&apos;": "'"})
+    return f"after page {title!r} (id {data[id_at + 4: id_end].decode('ascii', 'replace').strip()})"
+
+
+def parse_xml_chunk(chunk: XmlChunk) -> ChunkPages:
+    """Worker side: parse a chunk's pages with mwxml (streaming), keeping those in the chosen namespaces."""
+    import mwxml
+    from mwxml.errors import MalformedXML
+
+    document = chunk.header + chunk.data + (b"" if chunk.final else b"</mediawiki>")
+    result = ChunkPages(pages=[])
+    last = chunk.after
+    try:
+        dump = mwxml.Dump.from_file(io.BytesIO(document))
+        for page in dump.pages:
+            revision = None
+            for revision in page:  # pages-articles has one revision; keep the last
+                pass
+            result.pages_read += 1
+            last = f"after page {page.title!r} (id {page.id})"
+            if page.namespace not in chunk.namespaces:
+                continue
+            timestamp = revision.timestamp.long_format() if revision is not None and revision.timestamp else None
+            if timestamp and (result.newest_rev_timestamp is None or timestamp > result.newest_rev_timestamp):
+                result.newest_rev_timestamp = timestamp
+            if page.id is None:
+                raise InputError("page without <id>", path=chunk.path, where=f"page {page.title!r}")
+            result.pages_kept += 1
+            result.pages.append(RawPage(
+                page_id=page.id,
+                title=page.title,
+                namespace=page.namespace,
+                kind="wikitext",
+                text=(revision.text or "") if revision is not None else "",
+                rev_id=revision.id if revision is not None else None,
+                rev_timestamp=timestamp,
+                redirect=page.redirect,
+                source_file=Path(chunk.path).name,
+                base_url=chunk.base_url,
+            ))
+    except InputError:
+        raise
+    except ET.ParseError as exc:
+        line, column = getattr(exc, "position", (None, None))
+        if line is not None:
+            # Map the position in header + data back to the original document.
+            header_lines = chunk.header.count(b"\n")
+            if line == header_lines + 1 and column is not None:
+                column = column - (len(chunk.header) - chunk.header.rfind(b"\n") - 1) + chunk.first_column
+            line = line - header_lines - 1 + chunk.first_line
+        raise InputError(
+            f"malformed XML ({str(exc).split(':')[0]})", path=chunk.path,
+            where=f"line {line}, column {column} of the XML, {last}",
+        ) from exc
+    except (MalformedXML, AssertionError, ValueError) as exc:
+        detail = str(exc) or "unexpected XML structure"
+        raise InputError(f"not a MediaWiki XML export ({detail})", path=chunk.path, where=last) from exc
+    return result
+
+
 def expand_inputs(inputs: Sequence[str | Path] | str | Path) -> list[Path]:
     """Input paths with folders expanded to their dump/JSONL files (natural sort: part 2 before part 10)."""
     if isinstance(inputs, (str, Path)):
@@ -221,7 +407,10 @@ def _natural_key(path: Path) -> list:
 class InputReader:
     """Streams the pages of one input file; ``stats`` fills in as it goes.
 
-    Usage: ``reader = InputReader(path, namespaces={0}); for page in reader: ...``
+    Usage: ``reader = InputReader(path, namespaces={0}); for page in reader: ...`` parses everything in
+    this process. The build uses :meth:`items` instead: MediaWiki XML comes out as :class:`XmlChunk`
+    byte ranges cut at ``</page>`` (cheap) for worker processes to parse with mwxml; those workers'
+    counts come back through :meth:`add_chunk_stats`.
     ``next_page_id`` numbers JSONL pages that carry no numeric id (a running counter per build).
     """
 
@@ -234,8 +423,11 @@ class InputReader:
         except OSError as exc:
             raise InputError(f"cannot read: {exc.strerror or exc}", path=str(self.path)) from exc
         self.stats = InputStats(path=self.path, size=size)
+        self.multistream = False
         self._hasher: _HashingReader | None = None
         self._prefetch: _PrefetchReader | None = None
+        self._buffered: BinaryIO | None = None
+        self._buffered_probe: BinaryIO | None = None
 
     @property
     def bytes_read(self) -> int:
@@ -243,6 +435,29 @@ class InputReader:
         return self._hasher.bytes_read if self._hasher else 0
 
     def __iter__(self) -> Iterator[RawPage]:
+        for item in self.items():
+            if isinstance(item, XmlChunk):
+                chunk = parse_xml_chunk(item)
+                self.add_chunk_stats(chunk)
+                yield from chunk.pages
+            else:
+                yield item
+
+    def add_chunk_stats(self, chunk: ChunkPages) -> None:
+        """Count what a worker read from one of this input's chunks."""
+        self.stats.pages_read += chunk.pages_read
+        self.stats.pages_kept += chunk.pages_kept
+        newest = chunk.newest_rev_timestamp
+        if newest and (self.stats.newest_rev_timestamp is None or newest > self.stats.newest_rev_timestamp):
+            self.stats.newest_rev_timestamp = newest
+
+    def items(self, *, decompress: GroupDecompressor | None = None,
+              chunk_bytes: int = CHUNK_BYTES) -> Iterator[RawPage | XmlChunk]:
+        """Pages (JSONL) or page chunks (XML dumps) in input order.
+
+        ``decompress``: decompresses groups of bz2 streams elsewhere (a worker pool), used when the
+        file is multistream bz2; otherwise a background thread decompresses.
+        """
         where = str(self.path)
         if self.path.is_dir():
             raise InputError("is a directory, expected a dump or JSONL file", path=where)
@@ -252,15 +467,16 @@ class InputReader:
             raise InputError(f"cannot open: {exc.strerror or exc}", path=where) from exc
         self._hasher = _HashingReader(raw)
         try:
-            stream = self._decompressed(self._hasher)
-            head = self._read_head(stream)
+            blocks = self._blocks(self._hasher, decompress)
+            head = self._read_head(blocks)
             stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
             if not stripped:
                 raise InputError("empty file: no pages found", path=where)
-            body = io.BufferedReader(_PrefixedReader(head, stream), buffer_size=1 << 20)
             if stripped.startswith(b"<"):
-                yield from self._xml_pages(body, head)
+                self.stats.format = XML_FORMAT
+                yield from self._xml_items(head, blocks, chunk_bytes=chunk_bytes)
             elif stripped.startswith(b"{"):
+                body = io.BufferedReader(_PrefixedReader(head, _BlockReader(blocks)), buffer_size=READ_BYTES)
                 yield from self._json_pages(body)
             else:
                 raise InputError(
@@ -274,22 +490,43 @@ class InputReader:
 
     # -- compression -----------------------------------------------------------------------------
 
-    def _decompressed(self, hasher: _HashingReader) -> BinaryIO:
-        buffered = io.BufferedReader(hasher, buffer_size=1 << 20)
+    def _blocks(self, hasher: _HashingReader, decompress: GroupDecompressor | None) -> Iterator[bytes]:
+        """Decompressed bytes of the file in blocks; compression errors become :class:`InputError`."""
+        buffered = io.BufferedReader(hasher, buffer_size=READ_BYTES)
+        # Held here: a collected BufferedReader would close the file under the hasher.
+        self._buffered = buffered
         magic = buffered.peek(3)[:3]
+        if magic == b"BZh" and decompress is not None:
+            probe = buffered.read(MULTISTREAM_PROBE)
+            if _BZ2_STREAM_START.search(probe, 1):
+                self.multistream = True
+                logger.info("%s: multistream bz2, streams decompressed in parallel", self.path.name)
+                return decompress(_bz2_stream_groups(probe, buffered), str(self.path), self.stats.size)
+            buffered = io.BufferedReader(_PrefixedReader(probe, buffered), buffer_size=READ_BYTES)
+            self._buffered_probe = buffered
         if magic == b"BZh":
             self._prefetch = _PrefetchReader(bz2.BZ2File(buffered))  # reads multistream bz2 too
-            return self._prefetch
-        if magic[:2] == b"\x1f\x8b":
+        elif magic[:2] == b"\x1f\x8b":
             self._prefetch = _PrefetchReader(gzip.GzipFile(fileobj=buffered))
-            return self._prefetch
-        return buffered
+        return self._read_blocks(self._prefetch or buffered)
 
-    def _read_head(self, stream: BinaryIO) -> bytes:
-        try:
-            return stream.read(SNIFF_BYTES)
-        except (EOFError, OSError) as exc:
-            raise self._compression_error(exc) from exc
+    def _read_blocks(self, stream: BinaryIO) -> Iterator[bytes]:
+        while True:
+            try:
+                block = stream.read(READ_BYTES)
+            except (EOFError, OSError) as exc:
+                raise self._compression_error(exc) from exc
+            if not block:
+                return
+            yield block
+
+    def _read_head(self, blocks: Iterator[bytes]) -> bytes:
+        head = b""
+        for block in blocks:
+            head += block
+            if len(head) >= SNIFF_BYTES:
+                break
+        return head
 
     def _compression_error(self, exc: BaseException) -> InputError:
         what = "truncated compressed file" if isinstance(exc, EOFError) else "corrupt compressed data"
@@ -298,7 +535,80 @@ class InputReader:
             where=f"byte {self.bytes_read} of {self.stats.size} (compressed)",
         )
 
-    # -- MediaWiki XML ---------------------------------------------------------------------------
+    # -- MediaWiki XML: cut at </page>, parse in workers -------------------------------------------
+
+    def _xml_items(self, head: bytes, blocks: Iterator[bytes], *, chunk_bytes: int) -> Iterator[RawPage | XmlChunk]:
+        """Header once, then runs of whole pages; ``bytes.find`` only, so the main process stays light."""
+        buf = bytearray(head)
+        blocks = iter(blocks)
+        page_at = buf.find(b"<page")
+        while page_at < 0 and len(buf) < HEADER_LIMIT:
+            block = next(blocks, None)
+            if block is None:
+                break
+            buf += block
+            page_at = buf.find(b"<page")
+        if page_at < 0:
+            # No page at all (or a giant header): let mwxml report on the whole stream in-process.
+            body = io.BufferedReader(_PrefixedReader(bytes(buf), _BlockReader(blocks)), buffer_size=READ_BYTES)
+            yield from self._xml_pages(body, bytes(buf[:SNIFF_BYTES]))
+            return
+        original_header = bytes(buf[:page_at])
+        header, base_url = self._xml_header(original_header)
+        del buf[:page_at]
+        line = original_header.count(b"\n") + 1
+        column = len(original_header) - original_header.rfind(b"\n") - 1
+        after = "before the first page"
+
+        def chunk(data: bytes, final: bool) -> XmlChunk:
+            return XmlChunk(path=str(self.path), header=header, data=data, final=final, first_line=line,
+                            first_column=column, after=after, namespaces=self.namespaces, base_url=base_url)
+
+        for block in blocks:
+            buf += block
+            if len(buf) < chunk_bytes:
+                continue
+            end = buf.rfind(_PAGE_END)
+            if end < 0:
+                continue
+            end += len(_PAGE_END)
+            data = bytes(buf[:end])
+            del buf[:end]
+            yield chunk(data, False)
+            newlines = data.count(b"\n")
+            column = len(data) - data.rfind(b"\n") - 1 if newlines else column + len(data)
+            line += newlines
+            after = _last_page_label(data) or after
+        yield chunk(bytes(buf), True)
+
+    def _xml_header(self, header: bytes) -> tuple[bytes, str | None]:
+        """Validate the dump's header with mwxml (siteinfo into stats); returns it ready for the chunks."""
+        import mwxml
+        from mwxml.errors import MalformedXML
+
+        if header.find(b"<siteinfo") < 0:
+            # mwxml insists on <siteinfo>; some exports (single-page exports, test files) lack it.
+            root_end = header.find(b">", header.find(b"<mediawiki"))
+            if header.find(b"<mediawiki") >= 0 and root_end >= 0:
+                header = header[: root_end + 1] + b"<siteinfo></siteinfo>" + header[root_end + 1:]
+        try:
+            info = mwxml.Dump.from_file(io.BytesIO(header + b"</mediawiki>")).site_info
+        except ET.ParseError as exc:
+            line, column = getattr(exc, "position", (None, None))
+            raise InputError(f"malformed XML ({str(exc).split(':')[0]})", path=str(self.path),
+                             where=f"line {line}, column {column} of the XML, before the first page") from exc
+        except (MalformedXML, AssertionError, ValueError) as exc:
+            detail = str(exc) or "root element is not <mediawiki>"
+            raise InputError(f"not a MediaWiki XML export ({detail})", path=str(self.path),
+                             where="before the first page") from exc
+        self.stats.siteinfo = {
+            "sitename": info.name, "dbname": info.dbname, "base": info.base,
+            "generator": info.generator, "case": info.case,
+        }
+        logger.info("%s: detected MediaWiki XML dump (%s)", self.path.name, info.dbname or info.name or "no siteinfo")
+        return header, info.base
+
+    # -- MediaWiki XML parsed in-process (documents with no <page>) --------------------------------
 
     def _xml_pages(self, body: BinaryIO, head: bytes) -> Iterator[RawPage]:
         import mwxml

@@ -8,12 +8,13 @@ resolved in SQL at the end, so memory stays flat however many redirects a dump h
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from indexer.parsed import ParsedChunk, ParsedPage, ParsedSection
-from indexer.readers import RawPage
+from indexer.readers import ChunkPages, RawPage, XmlChunk, parse_xml_chunk
 from retriever.errors import BuildError, InputError
 from retriever.text import canonical_title, normalize_title, page_url
 
@@ -21,7 +22,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PAGE_CHARS = 4_000_000   # the largest enwiki articles are ~1.3M bytes of wikitext
 DEFAULT_PASSAGE_WORDS = 100
-FLUSH_ROWS = 500_000                 # buffered rows (all tables) before a bulk load
+FLUSH_ROWS = 200_000                 # buffered rows (all tables) before a bulk load: loads overlap the workers
+LOAD_THREADS = 1                     # DuckDB threads of the bulk load
 MAX_REDIRECT_HOPS = 16               # longer chains are treated like loops
 
 
@@ -190,6 +192,16 @@ class RowBatch:
     pages: int = 0
     messages: list[str] = field(default_factory=list)   # warnings to log, "file: page ...: what"
     counts: dict[str, int] = field(default_factory=dict)
+    read: ChunkPages | None = None                       # input stats of an XML chunk (pages list emptied)
+
+
+def process_xml_chunk(chunk: XmlChunk, max_page_chars: int, passage_words: int) -> RowBatch:
+    """Worker entry point for dumps: parse a chunk of ``<page>`` XML with mwxml, then clean and chunk it."""
+    read = parse_xml_chunk(chunk)
+    batch = process_batch(read.pages, max_page_chars, passage_words)
+    read.pages = []  # the texts need not travel back
+    batch.read = read
+    return batch
 
 
 def process_batch(batch: list[RawPage], max_page_chars: int, passage_words: int) -> RowBatch:
@@ -202,6 +214,7 @@ def rows_to_batch(batch: list[PageRows]) -> RowBatch:
     """Row tuples per table (local passage ids / redirect seq), converted to Arrow."""
     buf: dict[str, list[tuple]] = {name: [] for name in _COLUMNS}
     counts = {"pages_skipped_empty": 0, "pages_failed": 0, "pages_truncated": 0, "warnings": 0}
+    sentence_cols: tuple[list, ...] = tuple([] for _ in _COLUMNS["sentences"])
     messages: list[str] = []
     passage_id = 0
     for rows in batch:
@@ -222,12 +235,18 @@ def rows_to_batch(batch: list[PageRows]) -> RowBatch:
                              rows.is_disambiguation, rows.url, rows.lead, normalize_title(rows.title),
                              rows.source_file, "local"))
         buf["sections"].extend((pid, *section) for section in rows.sections)
-        sentences = buf["sentences"]
         for passage_index, (section_index, text, heading_path, source, spans) in enumerate(rows.passages):
             buf["passages"].append((passage_id, pid, section_index, text, rows.title, heading_path, source,
                                     passage_index))
-            sentences.extend((passage_id, i, page_index, text[start:end], start, end)
-                             for i, (start, end, page_index) in enumerate(spans))
+            if spans:
+                # Column-wise: the largest table, and C-level extends beat a tuple per sentence.
+                starts, ends, page_indexes = zip(*spans)
+                sentence_cols[0].extend([passage_id] * len(spans))
+                sentence_cols[1].extend(range(len(spans)))
+                sentence_cols[2].extend(page_indexes)
+                sentence_cols[3].extend([text[start:end] for start, end, _ in spans])
+                sentence_cols[4].extend(starts)
+                sentence_cols[5].extend(ends)
             passage_id += 1
         buf["categories"].extend((pid, c) for c in rows.categories)
         buf["see_also"].extend((pid, t) for t in rows.see_also)
@@ -235,14 +254,20 @@ def rows_to_batch(batch: list[PageRows]) -> RowBatch:
         buf["infobox"].extend((pid, *item) for item in rows.infobox)
         buf["table_rows"].extend((pid, *row) for row in rows.table_rows)
     tables = {name: _arrow(name, rows) for name, rows in buf.items() if rows}
+    if sentence_cols[0]:
+        tables["sentences"] = _arrow_columns("sentences", sentence_cols)
     return RowBatch(tables=tables, pages=len(batch), messages=messages, counts=counts)
 
 
 def _arrow(table: str, rows: list[tuple]):
+    return _arrow_columns(table, list(zip(*rows)))
+
+
+def _arrow_columns(table: str, values: Sequence[Sequence]):
     import pyarrow as pa
 
     columns = _COLUMNS[table]
-    arrays = [pa.array(values, type=getattr(pa, kind)()) for (_, kind), values in zip(columns, zip(*rows))]
+    arrays = [pa.array(column, type=getattr(pa, kind)()) for (_, kind), column in zip(columns, values)]
     return pa.Table.from_arrays(arrays, names=[name for name, _ in columns])
 
 
@@ -280,7 +305,7 @@ CREATE TABLE _redirect_raw (
 class StoreWriter:
     """Creates ``wiki.duckdb`` with the public schema and bulk-loads :class:`PageRows` into it."""
 
-    def __init__(self, db_path: str | Path, *, flush_rows: int = FLUSH_ROWS):
+    def __init__(self, db_path: str | Path, *, flush_rows: int = FLUSH_ROWS, threads: int = LOAD_THREADS):
         import duckdb
 
         from indexer.schema import DDL
@@ -294,6 +319,9 @@ class StoreWriter:
         self._redirect_seq = 0
         try:
             self._con = duckdb.connect(str(self.db_path))
+            # One thread: the loads run beside the worker pool, and DuckDB's extra threads only
+            # fight the workers for the cores (measured: 5x slower flushes with 2 threads under load).
+            self._con.execute(f"SET threads = {int(threads)}")
             self._con.execute(DDL)
             self._con.execute(_REDIRECT_RAW_DDL)
         except duckdb.Error as exc:

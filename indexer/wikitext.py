@@ -901,6 +901,31 @@ def _split_sections(text: str) -> list[tuple[int, str, int, int]]:
     return out
 
 
+_SEE_ALSO_HEADING = re.compile(r"^=+[ \t]*see[ \t]+also[ \t]*:?[ \t]*=+[ \t]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def _see_also_template_links(text: str) -> list[str]:
+    """Link targets inside templates of the "See also" section(s), before templates are expanded.
+
+    See-also lists are often wrapped in layout templates ({{columns}}, {{div col}}, {{aircontent}}...)
+    whose rendering drops their content; the links are collected from the raw section instead.
+    """
+    if not _SEE_ALSO_HEADING.search(text):
+        return []
+    sink = _LinkSink()
+    see_also_level = 0  # level of the "See also" heading we are under; 0 = not in one
+    for level, heading, start, end in _split_sections(text):
+        if see_also_level and level <= see_also_level:
+            see_also_level = 0
+        if " ".join(heading.split()).casefold().rstrip(":").strip() == "see also":
+            see_also_level = level
+        if not see_also_level or "{{" not in text[start:end]:
+            continue
+        for m in _FLAT_LINK.finditer(text, start, end):
+            _render_link(m.group(1), m.group(2), m.group(3), sink)
+    return list(dict.fromkeys(link.target_title for link in sink.links))
+
+
 def parse_wikitext(wikitext: str, *, title: str = "",
                    max_chars: int = DEFAULT_MAX_CHARS) -> ParsedPage:
     """Parse one page's wikitext into clean sections, links, categories, infoboxes, tables.
@@ -929,6 +954,7 @@ def _parse(text: str, warnings: list[str]) -> ParsedPage:
     is_disambiguation = DISAMBIGUATION_MAGIC_WORD in text
     text = _strip_comments(text, warnings)
     text = _strip_tags_with_content(text, warnings)
+    templated_see_also = _see_also_template_links(text)
     state = _TemplateState()
     text = _expand_templates(text, state)
     tables: list[tuple[int, tuple[str, ...]]] = []
@@ -965,6 +991,7 @@ def _parse(text: str, warnings: list[str]) -> ParsedPage:
     for link in sink.links:
         if in_see_also[link.section_index] and link.target_title not in see_also:
             see_also.append(link.target_title)
+    see_also.extend(t for t in templated_see_also if t not in see_also)
 
     return ParsedPage(
         redirect_target=redirect[0] if redirect else None,

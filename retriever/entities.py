@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from retriever.text import normalize_title
+from retriever.text import normalize_title, words
 
 if TYPE_CHECKING:
     from retriever.store import Resolution, Store
@@ -29,7 +29,7 @@ STOPWORDS = frozenset(
     such same other another own if else s""".split()
 )
 # Connectors allowed inside a capitalised span: "Alexander the Great", "Bank of America".
-_CONNECTORS = frozenset({"of", "the", "de", "la", "le", "von", "van", "der", "du", "da", "di", "and", "&", "y", "del", "on", "in", "for"})
+_CONNECTORS = frozenset({"of", "the", "de", "la", "le", "von", "van", "der", "du", "da", "di", "&", "y", "del"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,15 +146,79 @@ def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, i
     return out
 
 
-def missing_entities(mentions: Sequence[Mention], *, covered_text: str = "") -> list[str]:
-    """Unresolved mentions not already covered by local evidence text (so no live lookup is wasted)."""
-    low = covered_text.casefold()
+# Dates and quantities ("June 12, 1875", "3103 BC", "8th", "1992-93") are capitalised spans, not entities.
+_QUANTITY_TOKEN = re.compile(r"^\d[\d,.]*(?:st|nd|rd|th|s)?$")
+_CALENDAR = frozenset(
+    """january february march april may june july august september october november december
+    jan feb mar apr jun jul aug sep sept oct nov dec bc ad bce ce""".split()
+)
+# A capitalised run can swallow a list or a quotation ("England, Fireflight"): each piece is judged alone.
+_PIECES = re.compile(r"""[,;:"“”()]|\s['‘’](?=\w)|(?<=\w)['‘’]\s""")
+COVER_DEPTH = 10  # how many top local evidence items may cover a mention
+
+
+def _stem(word: str) -> str:
+    """Crude plural folding, enough for "Touchscreens" ~ "Touchscreen"."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _name_words(text: str) -> set[str]:
+    """A mention's identifying words: no function words, no dates or numbers, plurals folded."""
+    out = set()
+    for w in words(text):
+        if w in STOPWORDS or w in _CALENDAR or _QUANTITY_TOKEN.match(w):
+            continue
+        out.add(_stem(w))
+    return out
+
+
+def is_quantity(text: str) -> bool:
+    """True for dates, years, counts and ordinals: spans made only of numbers and calendar words."""
+    toks = words(text)
+    return bool(toks) and all(_QUANTITY_TOKEN.match(t) or t in _CALENDAR for t in toks)
+
+
+def missing_entities(
+    mentions: Sequence[Mention],
+    *,
+    covered_text: str = "",
+    covered: Sequence[tuple[str, str]] = (),
+    depth: int = COVER_DEPTH,
+) -> list[str]:
+    """Unresolved mentions the local index has nothing for: the only names the live fallback may look up.
+
+    ``covered`` is the top local evidence as (title, text) pairs, best first (``covered_text`` is one more
+    text). An unresolved mention is still *known locally*, and never looked up, when it is
+    - a date or quantity, not an entity;
+    - named by a top evidence title (its words within the title's: "Big Stone Gap" ~ "Big Stone Gap (film)");
+    - or, if the claim has at least one resolved entity, present in one top evidence item's title and text
+      (all its words in that item). Without a resolved anchor the local index knows none of the claim's
+      entities, and a name merely mentioned in passing is not its page, so it is looked up.
+    """
+    items = [(t or "", x or "") for t, x in list(covered)[:depth]]
+    if covered_text:
+        items.append(("", covered_text))
+    title_words = [{_stem(w) for w in words(t)} for t, _ in items]
+    item_words = [tw | {_stem(w) for w in words(x)} for tw, (_, x) in zip(title_words, items)]
+    lowered = [x.casefold() for _, x in items]
+    anchored = any(m.resolved for m in mentions)
+
+    def known(piece: str) -> bool:
+        if is_quantity(piece):
+            return True
+        name = _name_words(piece)
+        if not name:
+            return True
+        if any(name <= tw for tw in title_words):
+            return True
+        return anchored and (any(name <= iw for iw in item_words) or any(piece.casefold() in low for low in lowered))
+
     out: list[str] = []
     for m in mentions:
-        if m.resolved:
+        if m.resolved or m.text in out:
             continue
-        if low and m.text.casefold() in low:
+        pieces = [p.strip() for p in _PIECES.split(m.text) if p and p.strip()]
+        if all(known(p) for p in pieces or [m.text]):
             continue
-        if m.text not in out:
-            out.append(m.text)
+        out.append(m.text)
     return out

@@ -149,6 +149,10 @@ def _run(args: argparse.Namespace) -> int:
                 sys.stdout.write("\n")
             else:
                 _table(result, sys.stdout)
+                if multihop is not None:
+                    from retriever.multihop.render import write_hops
+
+                    write_hops(result, sys.stdout)
             return 0
         queries = list(read_queries(args.queries))
         out = args.out.open("w", encoding="utf-8") if args.out else sys.stdout

@@ -148,6 +148,23 @@ class Store:
         rows = self._all(f"SELECT {_PASSAGE_COLS} FROM passages WHERE passage_id IN (SELECT unnest(?))", [ids])
         return {int(r[0]): _passage(r) for r in rows}
 
+    def passages_with_pages(self, passage_ids: Iterable[int]) -> dict[int, tuple[Passage, Page, list[int]]]:
+        """Passages with their page and page-level sentence ids, in one round trip (the evidence path)."""
+        ids = sorted({int(i) for i in passage_ids})
+        if not ids:
+            return {}
+        cols = ", ".join(f"s.{c.strip()}" for c in _PASSAGE_COLS.split(","))
+        pcols = ", ".join(f"p.{c.strip()}" for c in _PAGE_COLS.split(","))
+        rows = self._all(
+            f"SELECT {cols}, {pcols}, (SELECT list(page_sentence_index ORDER BY sentence_index) FROM sentences t "
+            f"WHERE t.passage_id = s.passage_id) FROM passages s JOIN pages p ON p.page_id = s.page_id "
+            f"WHERE s.passage_id IN (SELECT unnest(?))",
+            [ids],
+        )
+        n = len(_PASSAGE_COLS.split(","))
+        m = len(_PAGE_COLS.split(","))
+        return {int(r[0]): (_passage(r[:n]), _page(r[n : n + m]), [int(x) for x in (r[n + m] or [])]) for r in rows}
+
     def page_passages(self, page_id: int, *, limit: int | None = None) -> list[Passage]:
         sql = f"SELECT {_PASSAGE_COLS} FROM passages WHERE page_id = ? ORDER BY passage_index"
         if limit:

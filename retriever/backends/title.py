@@ -5,11 +5,15 @@ A claim that names an entity whose page exists surfaces that page's intro passag
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from retriever.entities import find_mentions
+from retriever.entities import Mention, find_mentions
 from retriever.records import Hit
 from retriever.store import Store
+
+
+MAX_QUERY_CHARS = 2000  # entity matching looks at the start of very long inputs only
 
 
 def build(db_path: Path, out_dir: Path, *, progress: bool = False, **options) -> dict:
@@ -24,14 +28,25 @@ class TitleBackend:
         self.store = store
         self.max_ngram = max_ngram
 
+    def mentions(self, query: str) -> list[Mention]:
+        if not query or not query.strip():
+            return []
+        return find_mentions(query[:MAX_QUERY_CHARS], self.store, max_ngram=self.max_ngram)
+
     def search(self, query: str, k: int = 10) -> list[Hit]:
         if not query or not query.strip() or k <= 0:
             return []
-        mentions = [m for m in find_mentions(query[:2000], self.store, max_ngram=self.max_ngram) if m.resolution]
+        return self.search_mentions(self.mentions(query), k, query_length=min(len(query), MAX_QUERY_CHARS))
+
+    def search_mentions(self, mentions: Sequence[Mention], k: int = 10, *, query_length: int) -> list[Hit]:
+        """Hits for mentions already found (the retriever finds them once per claim)."""
+        if k <= 0:
+            return []
+        mentions = [m for m in mentions if m.resolution]
         # Exact, direct, multi-word matches first, and earlier mentions before later ones: a claim's
         # subject usually comes first ("X worked with Y" is evidence on X's page).
         scored = []
-        span = max(len(query), 1)
+        span = max(query_length, 1)
         for m in mentions:
             res = m.resolution
             n_words = min(len(m.text.split()), 4)

@@ -1,0 +1,176 @@
+"""Retriever + live fallback end to end: a small real local index, the rest only behind FakeWiki."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from fallback.fakewiki import FakeWiki, pages_from_vital
+from retriever.api import Retriever, default_live_scorer
+from retriever.entities import Mention, is_quantity, missing_entities
+
+from .conftest import ROOT
+
+CONTACT = "tests@example.org"
+LOCAL = ["Aristotle", "Plato", "Athens", "Alexander the Great", "Philosophy", "Ancient Greece"]
+REMOTE_CLAIM = "There is a capital called Mogadishu."
+LOCAL_CLAIMS = ["Aristotle spent time in Athens.", "Plato lived in Athens around 400 BC.",
+                "Alexander the Great was tutored by Aristotle."]
+
+
+class NoNetwork(httpx.BaseTransport):
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        raise AssertionError(f"network used in replay: {request.url}")
+
+
+@pytest.fixture(scope="module")
+def vital(shared_data):
+    return shared_data / "corpora" / "vital_articles_summaries.json"
+
+
+@pytest.fixture(scope="module")
+def server_pages(vital):
+    pages = pages_from_vital(vital, limit=400) | pages_from_vital(vital, titles=["Mogadishu", "Somalia", "Socrates"])
+    return {t: p for t, p in pages.items() if t not in LOCAL}
+
+
+@pytest.fixture
+def local_index(vital, tmp_path):
+    """A store-only index (title channel) built from a few real vital-article leads."""
+    from indexer.build import build_index
+
+    data = json.loads(vital.read_text(encoding="utf-8"))
+    src = tmp_path / "local.jsonl"
+    with src.open("w", encoding="utf-8") as fh:
+        for row in data.values():
+            if row["title"] in LOCAL:
+                fh.write(json.dumps({"title": row["title"], "text": row["extract"]}) + "\n")
+    out = tmp_path / "index"
+    build_index([src], out, indexes=())
+    return out
+
+
+@pytest.fixture(scope="module")
+def wiki(server_pages):
+    with FakeWiki(server_pages) as w:
+        yield w
+
+
+def open_live(index, wiki, cache, **kw) -> Retriever:
+    return Retriever.open(index, on_the_fly=True, api_url=wiki.api_url, contact=CONTACT, cache_dir=cache,
+                          rate=1000, **kw)
+
+
+def test_all_local_entities_make_zero_requests(local_index, wiki, tmp_path):
+    before = len(wiki.requests)
+    with open_live(local_index, wiki, tmp_path / "cache") as r:
+        for claim in LOCAL_CLAIMS:
+            res = r.search(claim, 5)
+            assert res.stats["requests"] == 0, (claim, res.stats["missing_entities"])
+            assert res.stats["missing_entities"] == []
+            assert all(e.origin == "local" for e in res.evidence)
+    assert len(wiki.requests) == before
+
+
+def test_missing_entity_is_fetched_live_with_provenance(local_index, wiki, tmp_path):
+    with open_live(local_index, wiki, tmp_path / "cache") as r:
+        res = r.search(REMOTE_CLAIM, 5)
+    assert res.stats["missing_entities"] == ["Mogadishu"]
+    assert res.stats["requests"] > 0
+    live = [e for e in res.evidence if e.origin == "live"]
+    assert live and live[0].title == "Mogadishu"
+    top = live[0]
+    assert top.url and top.url.startswith(f"http://127.0.0.1:{wiki.port}/") and "Mogadishu" in top.url
+    assert top.rev_id == wiki.pages["Mogadishu"].revid
+    assert top.fetched_at and top.attempt == 1
+    assert "Mogadishu" in top.evidence_text
+
+
+def test_ingest_live_then_found_locally_without_requests(local_index, wiki, tmp_path):
+    with open_live(local_index, wiki, tmp_path / "cache", ingest_live=True) as r:
+        first = r.search(REMOTE_CLAIM, 5)
+        assert first.stats["requests"] > 0 and first.stats["ingested"] >= 1
+        second = r.search(REMOTE_CLAIM, 5)
+    assert second.stats["requests"] == 0 and second.stats["missing_entities"] == []
+    assert "Mogadishu" in [e.title for e in second.evidence]
+    # A fresh retriever over the same folder sees the delta store too.
+    with open_live(local_index, wiki, tmp_path / "cache2") as r:
+        third = r.search(REMOTE_CLAIM, 5)
+    assert third.stats["requests"] == 0
+    assert any(m["title"] == "Mogadishu" for m in third.to_dict()["entities"])
+
+
+def _stable(res) -> dict:
+    d = res.to_dict()
+    d.pop("timings_ms", None)
+    return d
+
+
+def test_replay_gives_identical_json_with_server_stopped(local_index, server_pages, tmp_path):
+    cache = tmp_path / "cache"
+    with FakeWiki(server_pages) as w, open_live(local_index, w, cache) as r:
+        recorded = [_stable(r.search(c, 5)) for c in (REMOTE_CLAIM, *LOCAL_CLAIMS)]
+        api_url = w.api_url
+    assert recorded[0]["requests"] > 0
+    with Retriever.open(local_index, on_the_fly=True, api_url=api_url, cache_dir=cache, cache_mode="replay",
+                        http_client=httpx.Client(transport=NoNetwork())) as r:
+        replayed = [_stable(r.search(c, 5)) for c in (REMOTE_CLAIM, *LOCAL_CLAIMS)]
+    for a, b in zip(recorded, replayed):
+        a.pop("requests"), b.pop("requests"), a.pop("cache_hits"), b.pop("cache_hits")
+    assert replayed == recorded
+
+
+def test_cli_on_the_fly(local_index, wiki, tmp_path):
+    cmd = [sys.executable, "-m", "retriever.query", "--index", str(local_index), "--k", "5", "--json", "--quiet",
+           "--on-the-fly", "--api-url", wiki.api_url, "--contact", CONTACT, "--cache", str(tmp_path / "cache"),
+           "--rate", "1000", REMOTE_CLAIM]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    live = [e for e in out["evidence"] if e["origin"] == "live"]
+    assert live and live[0]["title"] == "Mogadishu" and live[0]["rev_id"] and live[0]["fetched_at"]
+
+
+def test_default_live_scorer_prefers_tfidf_and_falls_back_to_overlap(local_index):
+    from fallback.relevance import OverlapScorer
+
+    with Retriever.open(local_index) as r:
+        scorer, threshold = default_live_scorer(r)
+    assert isinstance(scorer, OverlapScorer) and 0 < threshold <= 1
+
+
+# -- the missing-entity rule, on mentions alone ------------------------------------------------------------
+
+class _Res:  # a resolution stand-in: only its presence matters to missing_entities
+    pass
+
+
+def m(text: str, resolved: bool = False) -> Mention:
+    return Mention(text, 0, len(text), _Res() if resolved else None)  # type: ignore[arg-type]
+
+
+def test_dates_and_quantities_are_not_entities():
+    assert is_quantity("June 12, 1875") and is_quantity("3103 BC") and is_quantity("8th") and is_quantity("1992-93")
+    assert not is_quantity("K2") and not is_quantity("Mogadishu")
+    assert missing_entities([m("Aleister Crowley", True), m("June 12, 1875")]) == []
+
+
+def test_named_by_a_top_local_title_is_known():
+    covered = [("Big Stone Gap (film)", "A 2014 romantic comedy."), ("Touchscreen", "An input device.")]
+    assert missing_entities([m("Big Stone Gap"), m("Touchscreens")], covered=covered) == []
+    # ...but only within the covered depth.
+    assert missing_entities([m("Touchscreens")], covered=covered, depth=1) == ["Touchscreens"]
+
+
+def test_text_coverage_needs_a_resolved_anchor():
+    covered = [("Somalia", "Somalia's capital and largest city is Mogadishu.")]
+    # Nothing in the claim resolves locally: a name mentioned in passing is not its page -> look it up.
+    assert missing_entities([m("Mogadishu")], covered=covered) == ["Mogadishu"]
+    # The claim's subject is local and its evidence covers the other name -> no lookup.
+    assert missing_entities([m("Somalia", True), m("Mogadishu")], covered=covered) == []
+    # Pieces of a run across a comma are judged one by one.
+    assert missing_entities([m("Somalia", True), m("Mogadishu, Kismayo")], covered=covered) == ["Mogadishu, Kismayo"]
