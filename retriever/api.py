@@ -327,6 +327,32 @@ class Retriever:
         return out
 
 
+LIVE_MIN_TFIDF = 0.1  # TF-IDF cosine of a live snippet to the claim; chosen on the dev sets (benchmarks/bench_fallback.py)
+LIVE_MIN_OVERLAP = 0.5  # share of the claim's content words when no TF-IDF index is built
+
+
+def default_live_scorer(retriever: Retriever, kind: str = "auto") -> tuple[Any, float]:
+    """The relevance scorer for live snippets, and its threshold.
+
+    ``auto``: TF-IDF cosine from the local index when one is built (loaded on first use), else word
+    overlap with the claim; ``tfidf`` or ``overlap`` force one.
+    """
+    from fallback.relevance import FunctionScorer, OverlapScorer
+
+    if kind not in ("auto", "tfidf", "overlap"):
+        raise ConfigError(f"unknown live scorer {kind!r}: choose auto, tfidf or overlap")
+    has_tfidf = "tfidf" in retriever.channels
+    if kind == "tfidf" and not has_tfidf:
+        raise IndexMissingError("the tfidf live scorer needs a TF-IDF index: build it with --indexes tfidf")
+    if kind == "overlap" or not has_tfidf:
+        return OverlapScorer(), LIVE_MIN_OVERLAP
+
+    def score_texts(claim: str, texts: Sequence[str]) -> list[float]:
+        return list(retriever.backend("tfidf").score_texts(claim, list(texts)))
+
+    return FunctionScorer(score_texts), LIVE_MIN_TFIDF
+
+
 def _interleave(live: list[Evidence], local: list[Evidence], k: int) -> list[Evidence]:
     """Live evidence answers entities the local index lacks, so it alternates with local evidence from the top."""
     out: list[Evidence] = []
