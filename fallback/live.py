@@ -118,6 +118,7 @@ class _Candidate:
     url: str | None
     fetched_at: str | None
     score: float = 0.0
+    named: bool = False  # the intro of a page the claim names (a missing entity's own title)
 
 
 def chunk_text(text: str, *, max_words: int = CHUNK_WORDS) -> list[str]:
@@ -188,7 +189,9 @@ class LiveFallback:
             run.score_new()
             if run.done():
                 break
-        relevant = sorted((c for c in run.candidates if c.score >= self.min_relevance),
+        # A page the claim names is evidence about that entity even when its intro shares few words with
+        # the claim; anything else must pass the relevance threshold.
+        relevant = sorted((c for c in run.candidates if c.score >= self.min_relevance or c.named),
                           key=lambda c: (-c.score, c.attempt, c.title, c.section))
         evidence = tuple(
             Evidence(title=c.title, page_id=c.pageid, passage_id=None, section=c.section, evidence_text=c.text,
@@ -224,7 +227,7 @@ class _Run:
             if info.is_disambiguation:
                 self._disambiguate(info, entity)
             else:
-                self._add_page(info, entity)
+                self._add_page(info, entity, named=True)
         self._search_round()
 
     def attempt2(self) -> None:
@@ -311,16 +314,16 @@ class _Run:
             self.state.disambiguated[entity] = best.title
         self._add_page(best, entity)
 
-    def _add_page(self, info: PageInfo, entity: str | None) -> None:
+    def _add_page(self, info: PageInfo, entity: str | None, *, named: bool = False) -> None:
         if info.title in self.pages:
             return
         self.pages[info.title] = dict(title=info.title, pageid=info.pageid, rev_id=info.rev_id, url=info.url,
                                       fetched_at=info.fetched_at, intro=info.extract or "", sections=[],
                                       is_disambiguation=info.is_disambiguation, retrieved_for_entity=entity,
                                       attempt=self.state.attempts)
-        for piece in chunk_text(info.extract or ""):
+        for i, piece in enumerate(chunk_text(info.extract or "")):
             self.candidates.append(_Candidate(info.title, "", piece, entity, self.state.attempts, info.pageid,
-                                              info.rev_id, info.url, info.fetched_at))
+                                              info.rev_id, info.url, info.fetched_at, named=named and i == 0))
 
     def _sections(self, title: str) -> PageSections:
         """A page's section list, asked for once per claim (attempts 2 and 3 both need it)."""

@@ -89,6 +89,36 @@ def _texts(con, start: int, end: int, db_path: Path) -> list[str]:
     return [passage_text(title, heading, text) for _, title, heading, text in rows]
 
 
+def _digest(texts: list[str]) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode("utf-8", "surrogatepass"))
+        h.update(b"\x1e")
+    return h.hexdigest()
+
+
+def _digest_path(shards_dir: Path, start: int, end: int) -> Path:
+    return shard_path(shards_dir, start, end).with_suffix(".sha256")
+
+
+def _recorded_digest(shards_dir: Path, start: int, end: int) -> str | None:
+    try:
+        return _digest_path(shards_dir, start, end).read_text(encoding="ascii").strip()
+    except OSError:
+        return None
+
+
+def _write_digest(shards_dir: Path, start: int, end: int, digest: str) -> None:
+    import os
+
+    path = _digest_path(shards_dir, start, end)
+    tmp = path.with_suffix(".sha256.part")
+    tmp.write_text(digest + "\n", encoding="ascii")
+    os.replace(tmp, path)
+
+
 def embed_range(
     db_path: Path,
     shards_dir: Path,
@@ -115,8 +145,11 @@ def embed_range(
         if start < 0 or start > end:
             raise InputError(f"bad passage range [{start}, {end}) for {n} passages", path=str(db_path))
         shards_dir.mkdir(parents=True, exist_ok=True)
+        # A shard is kept only if complete and made from the same passage texts: the store may have been
+        # rebuilt from other inputs since (shards outlive a failed build so that it can resume).
         todo = [(a, b) for a, b in shard_ranges(start, end, shard_size=shard_size)
-                if not shard_is_complete(shard_path(shards_dir, a, b), b - a, DIM)]
+                if not (shard_is_complete(shard_path(shards_dir, a, b), b - a, DIM)
+                        and _recorded_digest(shards_dir, a, b) == _digest(_texts(con, a, b, db_path)))]
         skipped = len(shard_ranges(start, end, shard_size=shard_size)) - len(todo)
         if skipped:
             log.info("resuming: %d complete shards kept in %s", skipped, shards_dir)
@@ -140,6 +173,7 @@ def embed_range(
                     vecs[i:i + len(chunk)] = encoder.encode(chunk, batch_size=batch_size)
                     bar.update(len(chunk))
                 save_npy(shard_path(shards_dir, a, b), vecs)
+                _write_digest(shards_dir, a, b, _digest(texts))
                 encoded += b - a
     finally:
         con.close()

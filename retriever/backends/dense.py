@@ -88,8 +88,9 @@ def assemble(
     keep_shards: bool = True,
     encoder_backend: str | None = None,
     extra: dict | None = None,
+    shards_dir: Path | None = None,
 ) -> dict:
-    """Shards under ``out_dir/shards`` -> vectors.npy (+ IVF index above the threshold) + params.json."""
+    """Shards under ``out_dir/shards`` (or ``shards_dir``) -> vectors.npy (+ IVF above the threshold) + params.json."""
     from indexer.embed import concatenate
     from retriever.encoder import DIM, model_info
 
@@ -100,7 +101,8 @@ def assemble(
         n = write_table(con, db_path, out_dir)
     finally:
         con.close()
-    concatenate(out_dir / SHARDS_DIR, out_dir / VECTORS_FILE, n, dim=DIM)
+    shards = Path(shards_dir) if shards_dir is not None else out_dir / SHARDS_DIR
+    concatenate(shards, out_dir / VECTORS_FILE, n, dim=DIM)
     approximate = n >= exact_threshold and n > 0
     params = {
         "type": NAME, "format_version": FORMAT_VERSION, "count": n, "metric": "inner_product",
@@ -120,8 +122,8 @@ def assemble(
     params["assemble_seconds"] = round(time.perf_counter() - t0, 2)
     params.update(extra or {})
     save_json(out_dir / "params.json", params)
-    if not keep_shards:
-        shutil.rmtree(out_dir / SHARDS_DIR, ignore_errors=True)
+    if not keep_shards and shards_dir is None:
+        shutil.rmtree(shards, ignore_errors=True)
     return params
 
 
@@ -138,8 +140,13 @@ def build(
     nprobe: int = NPROBE,
     nlist: int | None = None,
     keep_shards: bool = False,
+    shards_dir: Path | None = None,
 ) -> dict:
-    """Embed every passage of the store (resumable shards in ``out_dir/shards``) and write the index."""
+    """Embed every passage of the store (resumable shards in ``out_dir/shards``) and write the index.
+
+    ``shards_dir``: keep the shards elsewhere (the index build puts them beside the index folder, so that
+    a failed or interrupted build resumes where it stopped); they are left in place for the caller.
+    """
     from indexer.embed import SHARD_SIZE, embed_range
 
     t0 = time.perf_counter()
@@ -147,10 +154,12 @@ def build(
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "params.json").unlink(missing_ok=True)  # an index being rebuilt is not complete
     try:
-        stats = embed_range(db_path, out_dir / SHARDS_DIR, shard_size=shard_size or SHARD_SIZE,
+        shards = Path(shards_dir) if shards_dir is not None else out_dir / SHARDS_DIR
+        stats = embed_range(db_path, shards, shard_size=shard_size or SHARD_SIZE,
                             backend=encoder_backend, threads=threads, batch_size=batch_size, progress=progress)
         params = assemble(db_path, out_dir, exact_threshold=exact_threshold, nprobe=nprobe, nlist=nlist,
                           threads=threads, keep_shards=keep_shards, encoder_backend=stats["encoder_backend"],
+                          shards_dir=shards_dir,
                           extra={"encode_seconds": stats["encode_seconds"],
                                  "passages_per_s": stats["passages_per_s"]})
     except OSError as exc:
