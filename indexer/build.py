@@ -80,7 +80,12 @@ def build_index(
         ingest_seconds = time.time() - started
         built: dict[str, Any] = {}
         for name in indexes:
-            built[name] = _build_one(name, tmp, progress=progress, options=index_options.get(name, {}))
+            opts = dict(index_options.get(name, {}))
+            if name == "dense":
+                # Embedding shards live beside the index, outside the temporary folder: a failed or
+                # interrupted build resumes from them (each shard is checked against its passages' text).
+                opts.setdefault("shards_dir", _dense_shards_dir(out))
+            built[name] = _build_one(name, tmp, progress=progress, options=opts)
         finished = time.time()
         readers = ingest.pop("readers")
         sites = [r.stats.siteinfo for r in readers if r.stats.siteinfo]
@@ -107,6 +112,8 @@ def build_index(
         }
         write_manifest(tmp, manifest)
         _swap_into_place(tmp, out)
+        if "dense" in indexes and "shards_dir" not in index_options.get("dense", {}):
+            shutil.rmtree(_dense_shards_dir(out), ignore_errors=True)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, (WikigroundError, KeyboardInterrupt, SystemExit)) or not isinstance(exc, Exception):
@@ -248,6 +255,10 @@ class _LazyPool:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _dense_shards_dir(out: Path) -> Path:
+    return out.parent / f".{out.name}.dense-shards"
 
 
 def _build_one(name: str, tmp: Path, *, progress: bool, options: Mapping[str, Any]) -> dict[str, Any]:
