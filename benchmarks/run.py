@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(path: Path, started: dt.datetime, sections: list[str], argv: list[str] | None) -> None:
-    cmd = "make bench" if argv is None else "python -m benchmarks.run " + " ".join(argv)
+    args = sys.argv[1:] if argv is None else argv
+    only = any(a.startswith("--only") for a in args)
+    cmd = "make bench" if not only else "python -m benchmarks.run " + " ".join(args)
     head = (
         "# Benchmark results\n\n"
         f"- Machine: {machine()}\n"
