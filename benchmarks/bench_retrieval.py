@@ -95,12 +95,12 @@ def _corpus_section(name: str, index_dir: Path, claims_rows: list[dict[str, Any]
         lt = latency(lat[c])
         rows.append([c, m["R@1"], m["R@5"], m["R@10"], m["R@21"], m["all@21"], m["MRR"], lt["p50"], lt["p95"]])
     curves = {c: recall_curve(rk, golds, k) for c, rk in ranks.items()}
-    png = out / f"recall_{name}.png"
+    # Plots are committed next to RESULTS.md (benchmarks/out/ is scratch and ignored by git).
+    plots = Path(__file__).resolve().parent / "plots"
+    plots.mkdir(exist_ok=True)
+    png = plots / f"recall_{name}.png"
     plot_curves(curves, png, title=f"{name}: title recall@k ({len(claims)} claims)")
-    try:
-        rel = png.relative_to(Path(__file__).resolve().parent)
-    except ValueError:
-        rel = png
+    rel = png.relative_to(plots.parent)
     builds = manifest.get("indexes", {})
     build_rows = [[n, v.get("build_seconds", float("nan")), v.get("documents", v.get("count", ""))] for n, v in builds.items()]
     build_rows.append(["bm25s (reference)", ref_build, ""])
