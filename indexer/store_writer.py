@@ -8,6 +8,7 @@ resolved in SQL at the end, so memory stays flat however many redirects a dump h
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,10 @@ DEFAULT_MAX_PAGE_CHARS = 4_000_000   # the largest enwiki articles are ~1.3M byt
 DEFAULT_PASSAGE_WORDS = 100
 FLUSH_ROWS = 200_000                 # buffered rows (all tables) before a bulk load: loads overlap the workers
 LOAD_THREADS = 1                     # DuckDB threads of the bulk load
+# WAL size before DuckDB checkpoints on its own. The default (16 MB) checkpoints after nearly every
+# flush, recompressing the tables' partly filled last row groups each time (measured: ~1.3 CPU-s of
+# 20 on 2,120 articles); finish() checkpoints once at the end anyway.
+CHECKPOINT_THRESHOLD = "1GB"
 MAX_REDIRECT_HOPS = 16               # longer chains are treated like loops
 
 
@@ -42,7 +47,8 @@ class PageRows:
     is_disambiguation: bool = False
     lead: str = ""
     sections: list[tuple] = field(default_factory=list)    # (index, level, heading, parent, text, heading_path)
-    passages: list[tuple] = field(default_factory=list)    # (section_index, text, heading_path, source, sentences)
+    passages: list[tuple] = field(default_factory=list)    # (section_index, text, heading_path, source,
+    #                                                         sentence spans ((start, end), ...), page sentence indexes)
     categories: list[str] = field(default_factory=list)
     see_also: list[str] = field(default_factory=list)
     links: list[tuple] = field(default_factory=list)       # (target_title, anchor_text, section_index)
@@ -116,12 +122,10 @@ def _parsed_rows(parsed: ParsedPage, chunks: list[ParsedChunk], rows: PageRows) 
     rows.sections = [(s.index, s.level, s.heading, s.parent_index, s.text, s.heading_path) for s in parsed.sections]
     page_sentence = 0
     for chunk in chunks:
-        sentences = []
-        for start, end in chunk.sentences:
-            sentences.append((start, end, page_sentence))
-            page_sentence += 1
+        n = len(chunk.sentences)
         rows.passages.append((chunk.section_index, chunk.text, paths.get(chunk.section_index, ""),
-                              chunk.source, tuple(sentences)))
+                              chunk.source, chunk.sentences, range(page_sentence, page_sentence + n)))
+        page_sentence += n
     rows.categories = list(dict.fromkeys(parsed.categories))
     rows.see_also = list(dict.fromkeys(parsed.see_also))
     rows.links = [(link.target_title, link.anchor_text, link.section_index) for link in parsed.links]
@@ -170,14 +174,15 @@ def _sentence_rows(raw: RawPage, rows: PageRows, *, passage_words: int, label: s
 
 
 def _sentence_passage(group: list[tuple[int, str]]) -> tuple:
-    parts, spans, offset = [], [], 0
+    parts, spans, indexes, offset = [], [], [], 0
     for index, sentence in group:
         if parts:
             offset += 1  # the joining space
-        spans.append((offset, offset + len(sentence), index))
+        spans.append((offset, offset + len(sentence)))
+        indexes.append(index)
         parts.append(sentence)
         offset += len(sentence)
-    return (0, " ".join(parts), "", "text", tuple(spans))
+    return (0, " ".join(parts), "", "text", tuple(spans), tuple(indexes))
 
 
 @dataclass(slots=True)
@@ -211,10 +216,13 @@ def process_batch(batch: list[RawPage], max_page_chars: int, passage_words: int)
 
 
 def rows_to_batch(batch: list[PageRows]) -> RowBatch:
-    """Row tuples per table (local passage ids / redirect seq), converted to Arrow."""
-    buf: dict[str, list[tuple]] = {name: [] for name in _COLUMNS}
+    """Rows per table (local passage ids / redirect seq), converted to Arrow."""
+    buf: dict[str, list[tuple]] = {name: [] for name in ("pages", "passages", "_redirect_raw")}
+    # The big per-page tables are gathered column-wise: C-level extends beat a tuple per row.
+    cols: dict[str, tuple[list, ...]] = {name: tuple([] for _ in _COLUMNS[name]) for name in _COLUMNS
+                                         if name not in buf}
     counts = {"pages_skipped_empty": 0, "pages_failed": 0, "pages_truncated": 0, "warnings": 0}
-    sentence_cols: tuple[list, ...] = tuple([] for _ in _COLUMNS["sentences"])
+    sentence_cols = cols["sentences"]
     messages: list[str] = []
     passage_id = 0
     for rows in batch:
@@ -234,29 +242,38 @@ def rows_to_batch(batch: list[PageRows]) -> RowBatch:
         buf["pages"].append((pid, rows.title, rows.namespace, rows.rev_id, rows.rev_timestamp,
                              rows.is_disambiguation, rows.url, rows.lead, normalize_title(rows.title),
                              rows.source_file, "local"))
-        buf["sections"].extend((pid, *section) for section in rows.sections)
-        for passage_index, (section_index, text, heading_path, source, spans) in enumerate(rows.passages):
+        _extend_rows(cols["sections"], pid, rows.sections)
+        for passage_index, (section_index, text, heading_path, source, spans, page_indexes) in enumerate(rows.passages):
             buf["passages"].append((passage_id, pid, section_index, text, rows.title, heading_path, source,
                                     passage_index))
             if spans:
-                # Column-wise: the largest table, and C-level extends beat a tuple per sentence.
-                starts, ends, page_indexes = zip(*spans)
-                sentence_cols[0].extend([passage_id] * len(spans))
-                sentence_cols[1].extend(range(len(spans)))
+                n = len(spans)
+                starts, ends = zip(*spans)
+                sentence_cols[0].extend([passage_id] * n)
+                sentence_cols[1].extend(range(n))
                 sentence_cols[2].extend(page_indexes)
-                sentence_cols[3].extend([text[start:end] for start, end, _ in spans])
+                sentence_cols[3].extend([text[start:end] for start, end in spans])
                 sentence_cols[4].extend(starts)
                 sentence_cols[5].extend(ends)
             passage_id += 1
-        buf["categories"].extend((pid, c) for c in rows.categories)
-        buf["see_also"].extend((pid, t) for t in rows.see_also)
-        buf["links"].extend((pid, *link) for link in rows.links)
-        buf["infobox"].extend((pid, *item) for item in rows.infobox)
-        buf["table_rows"].extend((pid, *row) for row in rows.table_rows)
+        for name, values in (("categories", rows.categories), ("see_also", rows.see_also)):
+            if values:
+                cols[name][0].extend([pid] * len(values))
+                cols[name][1].extend(values)
+        _extend_rows(cols["links"], pid, rows.links)
+        _extend_rows(cols["infobox"], pid, rows.infobox)
+        _extend_rows(cols["table_rows"], pid, rows.table_rows)
     tables = {name: _arrow(name, rows) for name, rows in buf.items() if rows}
-    if sentence_cols[0]:
-        tables["sentences"] = _arrow_columns("sentences", sentence_cols)
+    tables.update({name: _arrow_columns(name, columns) for name, columns in cols.items() if columns[0]})
     return RowBatch(tables=tables, pages=len(batch), messages=messages, counts=counts)
+
+
+def _extend_rows(columns: tuple[list, ...], page_id: int, items: list[tuple]) -> None:
+    """Append one page's row tuples (without the page id) to a table's column lists."""
+    if items:
+        columns[0].extend([page_id] * len(items))
+        for column, values in zip(columns[1:], zip(*items)):
+            column.extend(values)
 
 
 def _arrow(table: str, rows: list[tuple]):
@@ -303,15 +320,21 @@ CREATE TABLE _redirect_raw (
 
 
 class StoreWriter:
-    """Creates ``wiki.duckdb`` with the public schema and bulk-loads :class:`PageRows` into it."""
+    """Creates ``wiki.duckdb`` with the public schema and bulk-loads :class:`PageRows` into it.
 
-    def __init__(self, db_path: str | Path, *, flush_rows: int = FLUSH_ROWS, threads: int = LOAD_THREADS):
+    Loads during ingest use ``threads`` DuckDB threads (the worker pool has the other cores);
+    :meth:`finish` uses ``finish_threads`` (default: the usable CPUs), as the pool is idle by then.
+    """
+
+    def __init__(self, db_path: str | Path, *, flush_rows: int = FLUSH_ROWS, threads: int = LOAD_THREADS,
+                 finish_threads: int | None = None):
         import duckdb
 
         from indexer.schema import DDL
 
         self.db_path = Path(db_path)
         self.flush_rows = flush_rows
+        self.finish_threads = _usable_cpus() if finish_threads is None else int(finish_threads)
         self.next_passage_id = 0
         self.counts = {"pages_skipped_empty": 0, "pages_failed": 0, "pages_truncated": 0, "warnings": 0}
         self._buffers: dict[str, list] = {name: [] for name in _COLUMNS}   # Arrow tables per store table
@@ -322,6 +345,7 @@ class StoreWriter:
             # One thread: the loads run beside the worker pool, and DuckDB's extra threads only
             # fight the workers for the cores (measured: 5x slower flushes with 2 threads under load).
             self._con.execute(f"SET threads = {int(threads)}")
+            self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
             self._con.execute(DDL)
             self._con.execute(_REDIRECT_RAW_DDL)
         except duckdb.Error as exc:
@@ -404,6 +428,13 @@ class StoreWriter:
 
         from indexer.schema import INDEXES, TABLES
 
+        try:
+            # The workers are done by now: the last load, the index builds and the checkpoint (which
+            # compresses everything loaded since the last one) may use every core. Row order is
+            # unaffected (preserve_insertion_order stays on).
+            self._con.execute(f"SET threads = {max(1, self.finish_threads)}")
+        except duckdb.Error as exc:
+            raise BuildError(f"{self.db_path}: cannot configure the store ({exc})") from exc
         self.flush()
         try:
             loops = self._resolve_redirects()
@@ -460,3 +491,10 @@ class StoreWriter:
         con, self._con = getattr(self, "_con", None), None
         if con is not None:
             con.close()
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
