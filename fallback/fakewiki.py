@@ -122,6 +122,7 @@ class FakeWiki:
         self.max_in_flight = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
+        self._port = 0
         self._thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -136,6 +137,7 @@ class FakeWiki:
         server.daemon_threads = True
         server.block_on_close = False
         self._server = server
+        self._port = server.server_address[1]  # kept after stop: a handler still finishing a slow answer needs it
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
@@ -178,7 +180,8 @@ class FakeWiki:
         return None
 
     def page_url(self, title: str) -> str:
-        return f"http://127.0.0.1:{self.port}/wiki/{quote(title.replace(' ', '_'), safe='()_,:')}"
+        port = self._port if self._server is None else self.port
+        return f"http://127.0.0.1:{port}/wiki/{quote(title.replace(' ', '_'), safe='()_,:')}"
 
     # -- API ------------------------------------------------------------------------------------
 
