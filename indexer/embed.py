@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.backends.passage_table import FILE_MODE, connect, passage_count, save_json, save_npy
+from retriever.backends.passage_table import atomic_path, connect, passage_count, save_bytes, save_json, save_npy
 from retriever.errors import BuildError, InputError
 
 log = logging.getLogger(__name__)
@@ -111,12 +111,7 @@ def _recorded_digest(shards_dir: Path, start: int, end: int) -> str | None:
 
 
 def _write_digest(shards_dir: Path, start: int, end: int, digest: str) -> None:
-    import os
-
-    path = _digest_path(shards_dir, start, end)
-    tmp = path.with_suffix(".sha256.part")
-    tmp.write_text(digest + "\n", encoding="ascii")
-    os.replace(tmp, path)
+    save_bytes(_digest_path(shards_dir, start, end), (digest + "\n").encode("ascii"))
 
 
 def embed_range(
@@ -225,23 +220,13 @@ def cover(shards_dir: Path, n: int, *, dim: int) -> list[tuple[int, int, Path]]:
 
 def concatenate(shards_dir: Path, target: Path, n: int, *, dim: int) -> Path:
     """Write the (n, dim) float32 matrix of all shards to ``target`` (streamed, atomic)."""
-    import os
-    import tempfile
-
     chain = cover(shards_dir, n, dim=dim)
-    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
-    os.close(fd)
-    try:
+    with atomic_path(target) as tmp:
         out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, dim))
         for a, b, p in chain:
             out[a:b] = np.load(p, mmap_mode="r", allow_pickle=False)
         out.flush()
         del out
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return target
 
 

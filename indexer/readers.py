@@ -319,6 +319,42 @@ def _last_page_label(data: bytes) -> str | None:
     return f"after page {title!r} (id {data[id_at + 4: id_end].decode('ascii', 'replace').strip()})"
 
 
+def _dump_pages(dump: Any, *, namespaces: Any, path: str, base_url: str | None,
+                counts: Any) -> Iterator[tuple[str, RawPage | None]]:
+    """mwxml pages as RawPages (None outside ``namespaces``), each with the "after page ..." place for errors.
+
+    Updates ``counts`` (pages_read, pages_kept, newest_rev_timestamp): the worker's ChunkPages or the
+    reader's stats, so both read paths count alike.
+    """
+    for page in dump.pages:
+        revision = None
+        for revision in page:  # pages-articles has one revision; keep the last
+            pass
+        counts.pages_read += 1
+        last = f"after page {page.title!r} (id {page.id})"
+        if page.namespace not in namespaces:
+            yield last, None
+            continue
+        timestamp = revision.timestamp.long_format() if revision is not None and revision.timestamp else None
+        if timestamp and (counts.newest_rev_timestamp is None or timestamp > counts.newest_rev_timestamp):
+            counts.newest_rev_timestamp = timestamp
+        if page.id is None:
+            raise InputError("page without <id>", path=path, where=f"page {page.title!r}")
+        counts.pages_kept += 1
+        yield last, RawPage(
+            page_id=page.id,
+            title=page.title,
+            namespace=page.namespace,
+            kind="wikitext",
+            text=(revision.text or "") if revision is not None else "",
+            rev_id=revision.id if revision is not None else None,
+            rev_timestamp=timestamp,
+            redirect=page.redirect,
+            source_file=Path(path).name,
+            base_url=base_url,
+        )
+
+
 def parse_xml_chunk(chunk: XmlChunk) -> ChunkPages:
     """Worker side: parse a chunk's pages with mwxml (streaming), keeping those in the chosen namespaces."""
     import mwxml
@@ -329,32 +365,10 @@ def parse_xml_chunk(chunk: XmlChunk) -> ChunkPages:
     last = chunk.after
     try:
         dump = mwxml.Dump.from_file(io.BytesIO(document))
-        for page in dump.pages:
-            revision = None
-            for revision in page:  # pages-articles has one revision; keep the last
-                pass
-            result.pages_read += 1
-            last = f"after page {page.title!r} (id {page.id})"
-            if page.namespace not in chunk.namespaces:
-                continue
-            timestamp = revision.timestamp.long_format() if revision is not None and revision.timestamp else None
-            if timestamp and (result.newest_rev_timestamp is None or timestamp > result.newest_rev_timestamp):
-                result.newest_rev_timestamp = timestamp
-            if page.id is None:
-                raise InputError("page without <id>", path=chunk.path, where=f"page {page.title!r}")
-            result.pages_kept += 1
-            result.pages.append(RawPage(
-                page_id=page.id,
-                title=page.title,
-                namespace=page.namespace,
-                kind="wikitext",
-                text=(revision.text or "") if revision is not None else "",
-                rev_id=revision.id if revision is not None else None,
-                rev_timestamp=timestamp,
-                redirect=page.redirect,
-                source_file=Path(chunk.path).name,
-                base_url=chunk.base_url,
-            ))
+        for last, raw in _dump_pages(dump, namespaces=chunk.namespaces, path=chunk.path, base_url=chunk.base_url,
+                                     counts=result):
+            if raw is not None:
+                result.pages.append(raw)
     except InputError:
         raise
     except ET.ParseError as exc:
@@ -628,32 +642,10 @@ class InputReader:
                 "generator": info.generator, "case": info.case,
             }
             logger.info("%s: detected MediaWiki XML dump (%s)", self.path.name, info.dbname or info.name or "no siteinfo")
-            for page in dump.pages:
-                revision = None
-                for revision in page:  # pages-articles has one revision; keep the last
-                    pass
-                self.stats.pages_read += 1
-                last = f"after page {page.title!r} (id {page.id})"
-                if page.namespace not in self.namespaces:
-                    continue
-                timestamp = revision.timestamp.long_format() if revision is not None and revision.timestamp else None
-                if timestamp and (self.stats.newest_rev_timestamp is None or timestamp > self.stats.newest_rev_timestamp):
-                    self.stats.newest_rev_timestamp = timestamp
-                if page.id is None:
-                    raise InputError("page without <id>", path=str(self.path), where=f"page {page.title!r}")
-                self.stats.pages_kept += 1
-                yield RawPage(
-                    page_id=page.id,
-                    title=page.title,
-                    namespace=page.namespace,
-                    kind="wikitext",
-                    text=(revision.text or "") if revision is not None else "",
-                    rev_id=revision.id if revision is not None else None,
-                    rev_timestamp=timestamp,
-                    redirect=page.redirect,
-                    source_file=self.path.name,
-                    base_url=info.base,
-                )
+            for last, raw in _dump_pages(dump, namespaces=self.namespaces, path=str(self.path), base_url=info.base,
+                                         counts=self.stats):
+                if raw is not None:
+                    yield raw
         except InputError:
             raise
         except (EOFError, OSError) as exc:

@@ -38,6 +38,13 @@ class Backend(Protocol):
     def search(self, query: str, k: int = 10) -> list[Hit]: ...
 
 
+def output_line(id: Any, query: str, status: str, evidence: Sequence[Evidence]) -> dict[str, Any]:
+    """The head every output line shares: ``{id, query, status, evidence: [...]}`` (id omitted when None)."""
+    d: dict[str, Any] = {} if id is None else {"id": id}
+    d.update(query=query, status=status, evidence=[e.to_dict() for e in evidence])
+    return d
+
+
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     query: str
@@ -47,12 +54,7 @@ class SearchResult:
     stats: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self, id: Any = None) -> dict[str, Any]:
-        d: dict[str, Any] = {}
-        if id is not None:
-            d["id"] = id
-        d["query"] = self.query
-        d["status"] = self.status
-        d["evidence"] = [e.to_dict() for e in self.evidence]
+        d = output_line(id, self.query, self.status, self.evidence)
         d["entities"] = [
             {"mention": m.text, "title": m.resolution.title if m.resolution else None,
              "page_id": m.resolution.page_id if m.resolution else None}

@@ -16,16 +16,14 @@ import builtins
 import json
 import logging
 import math
-import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from retriever.backends.passage_table import FILES as TABLE_FILES
-from retriever.backends.passage_table import FILE_MODE, PassageTable, connect, save_json
+from retriever.backends.passage_table import PassageTable, atomic_path, connect, save_json
 from retriever.backends.passage_table import write as write_table
 from retriever.errors import BuildError, IndexCorruptError, IndexMissingError, QueryError
 from retriever.records import Hit
@@ -66,15 +64,8 @@ def _build_ivf(vectors: np.ndarray, target: Path, *, nlist: int, threads: int | 
     step = 65_536
     for a in range(0, n, step):
         index.add(np.ascontiguousarray(vectors[a:a + step]))
-    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
-    os.close(fd)
-    try:
+    with atomic_path(target) as tmp:
         faiss.write_index(index, tmp)
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def assemble(

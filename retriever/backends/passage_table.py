@@ -8,9 +8,11 @@ All are memory-mapped on open: millions of titles cost nothing until used.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,17 +24,28 @@ BATCH_ROWS = 100_000
 FILE_MODE = 0o644
 
 
-def _atomic(path: Path, write) -> None:
-    """Write ``path`` through ``write(file)`` into a temp file beside it, then os.replace."""
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".part", dir=path.parent)
+@contextlib.contextmanager
+def atomic_path(path: Path, *, suffix: str = ".part") -> Iterator[str]:
+    """A temp file name beside ``path`` for writers that take a file name (FAISS, scipy, np.memmap).
+
+    On success it is made readable by all and moved onto ``path``; on any failure it is removed.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=suffix, dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
+        yield tmp
         os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; index files are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _atomic(path: Path, write) -> None:
+    """Write ``path`` through ``write(file)`` into a temp file beside it, then os.replace."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        write(f)
 
 
 def save_npy(path: Path, array: np.ndarray) -> None:

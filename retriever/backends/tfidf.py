@@ -14,15 +14,13 @@ import builtins
 import json
 import logging
 import math
-import os
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-from retriever.backends.passage_table import FILE_MODE, FILES as TABLE_FILES
+from retriever.backends.passage_table import FILES as TABLE_FILES, atomic_path
 from retriever.backends.passage_table import PassageTable, connect, passage_count, save_json, save_npy
 from retriever.backends.passage_table import write as write_table
 from retriever.errors import BuildError, IndexCorruptError, IndexMissingError, QueryError
@@ -69,15 +67,8 @@ def _documents(con, db_path: Path):
 def _save_npz(path: Path, matrix) -> None:
     import scipy.sparse
 
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".part.npz", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path, suffix=".part.npz") as tmp:  # save_npz appends .npz to names lacking it
         scipy.sparse.save_npz(tmp, matrix, compressed=False)
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def build(

@@ -19,6 +19,7 @@ from retriever.multihop.planner import LocalPlanner, Planner
 from retriever.multihop.scoring import LocalScorer, Scorer
 from retriever.multihop.state import Candidate, ClaimState, HopQuery, HopRecord
 from retriever.multihop.terms import content_words, pool_idf
+from retriever.api import output_line
 from retriever.records import Evidence, Hit
 from retriever.text import normalize_title
 
@@ -45,12 +46,7 @@ class MultiHopResult:
     stats: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self, id: Any = None) -> dict[str, Any]:
-        d: dict[str, Any] = {}
-        if id is not None:
-            d["id"] = id
-        d["query"] = self.query
-        d["status"] = self.status
-        d["evidence"] = [e.to_dict() for e in self.evidence]
+        d = output_line(id, self.query, self.status, self.evidence)
         d["hops"] = list(self.hops)
         d.update(self.stats)
         return d
