@@ -8,7 +8,6 @@ only for the entities that the local index lacks.
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -365,10 +364,3 @@ def _interleave(live: list[Evidence], local: list[Evidence], k: int) -> list[Evi
                 seen.add(src[i].title)
                 out.append(src[i])
     return out[:k]
-
-
-def read_manifest(index_dir: str | Path) -> dict[str, Any]:
-    p = Path(index_dir) / "manifest.json"
-    if not p.is_file():
-        raise IndexMissingError(f"no manifest at {p}: build the index with `python -m indexer build`")
-    return json.loads(p.read_text(encoding="utf-8"))

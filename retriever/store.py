@@ -286,15 +286,3 @@ class Store:
             found.update(r[0] for r in cur.execute("SELECT DISTINCT title_norm FROM pages WHERE title_norm IN (SELECT unnest(?))", [ks]).fetchall())
             found.update(r[0] for r in cur.execute("SELECT DISTINCT source_norm FROM redirects WHERE source_norm IN (SELECT unnest(?))", [ks]).fetchall())
         return found
-
-    def manifest(self) -> dict[str, Any]:
-        import json
-
-        if self.path is None:
-            return {}
-        try:
-            return json.loads((self.path / "manifest.json").read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            raise IndexCorruptError(f"{self.path / 'manifest.json'}: unreadable manifest: {exc}") from exc
