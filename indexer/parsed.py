@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,8 +16,10 @@ class ParsedSection:
     text: str                  # clean prose: templates, refs, files, comments, tables removed; lists as sentences
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedLink:
+class ParsedLink(NamedTuple):
+    """A named tuple, not a dataclass: pages hold hundreds of links, and a tuple is built in a
+    fraction of a frozen dataclass's time and goes into the store's rows as it is."""
+
     target_title: str          # canonical title (first letter upper, spaces), fragment stripped
     anchor_text: str
     section_index: int

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: in built stores `sentences` is a view over `sentence_spans`
 
-DDL = """
+TABLES_DDL = """
 CREATE TABLE pages (
     page_id           BIGINT PRIMARY KEY,
     title             VARCHAR NOT NULL,
@@ -48,14 +48,6 @@ CREATE TABLE passages (
     source        VARCHAR NOT NULL,     -- 'text' | 'table' | 'info'
     passage_index INTEGER NOT NULL      -- order within the page
 );
-CREATE TABLE sentences (
-    passage_id          BIGINT NOT NULL,
-    sentence_index      INTEGER NOT NULL,   -- within the passage
-    page_sentence_index INTEGER NOT NULL,   -- within the page (HoVer/HotpotQA sentence ids)
-    text                VARCHAR NOT NULL,
-    start_char          INTEGER NOT NULL,   -- offsets into passages.text
-    end_char            INTEGER NOT NULL
-);
 CREATE TABLE categories (page_id BIGINT NOT NULL, category VARCHAR NOT NULL);
 CREATE TABLE see_also   (page_id BIGINT NOT NULL, target_title VARCHAR NOT NULL);
 CREATE TABLE links (
@@ -78,6 +70,39 @@ CREATE TABLE table_rows (
 );
 """
 
+# A table: row-by-row writers (the live delta store) insert sentences with their text.
+SENTENCES_TABLE_DDL = """
+CREATE TABLE sentences (
+    passage_id          BIGINT NOT NULL,
+    sentence_index      INTEGER NOT NULL,   -- within the passage
+    page_sentence_index INTEGER NOT NULL,   -- within the page (HoVer/HotpotQA sentence ids)
+    text                VARCHAR NOT NULL,
+    start_char          INTEGER NOT NULL,   -- offsets into passages.text
+    end_char            INTEGER NOT NULL
+);
+"""
+
+# The bulk-built store keeps only the sentences' offsets: their text is a slice of the passage's text,
+# so storing it again would double the text loaded and compressed at build time. The view keeps
+# `sentences(passage_id, sentence_index, page_sentence_index, text, start_char, end_char)` readable as
+# before. substr counts characters (code points), as Python's str offsets do.
+SENTENCE_SPANS_DDL = """
+CREATE TABLE sentence_spans (
+    passage_id          BIGINT NOT NULL,
+    sentence_index      INTEGER NOT NULL,   -- within the passage
+    page_sentence_index INTEGER NOT NULL,   -- within the page (HoVer/HotpotQA sentence ids)
+    start_char          INTEGER NOT NULL,   -- offsets into passages.text: text[start_char:end_char]
+    end_char            INTEGER NOT NULL
+);
+CREATE VIEW sentences AS
+SELECT s.passage_id, s.sentence_index, s.page_sentence_index,
+       substr(p.text, s.start_char + 1, s.end_char - s.start_char) AS text, s.start_char, s.end_char
+FROM sentence_spans s JOIN passages p ON p.passage_id = s.passage_id;
+"""
+
+DDL = TABLES_DDL + SENTENCES_TABLE_DDL          # same public tables, every one writable
+STORE_DDL = TABLES_DDL + SENTENCE_SPANS_DDL     # what indexer.build writes
+
 # Created after the bulk load (faster than maintaining them row by row).
 INDEXES = """
 CREATE INDEX pages_title ON pages(title);
@@ -85,13 +110,14 @@ CREATE INDEX pages_title_norm ON pages(title_norm);
 CREATE INDEX redirects_source ON redirects(source_title);
 CREATE INDEX redirects_source_norm ON redirects(source_norm);
 CREATE INDEX passages_page ON passages(page_id);
-CREATE INDEX sentences_passage ON sentences(passage_id);
+CREATE INDEX sentences_passage ON sentence_spans(passage_id);
 CREATE INDEX links_page ON links(page_id);
 CREATE INDEX categories_page ON categories(page_id);
 CREATE INDEX see_also_page ON see_also(page_id);
 CREATE INDEX infobox_page ON infobox(page_id);
 """
 
+# Public names (`sentences` may be a view); the manifest counts rows of each.
 TABLES = (
     "pages", "redirects", "sections", "passages", "sentences", "categories",
     "see_also", "links", "infobox", "table_rows",

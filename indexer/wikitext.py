@@ -548,7 +548,8 @@ class _LinkSink:
         self.section_index = 0
 
     def repl(self, m: re.Match[str]) -> str:
-        return _render_link(m.group(1), m.group(2), m.group(3), self)
+        target, label, trail = m.groups()
+        return _render_link(target, label, trail, self)
 
 
 def _namespace(target: str) -> tuple[str, str]:
@@ -608,19 +609,24 @@ def _render_link(target: str, label: str | None, trail: str, sink: _LinkSink | N
         hash_ = target.find("#")
         page = target[:hash_] if hash_ >= 0 else target
         if page:
-            text = anchor
-            if "''" in text:
-                text = _BOLD_ITALIC.sub("", _QUOTES.sub(_quote_repl, text))
-            if "<" in text:
-                text = _HTML_TAG.sub("", text)
-            if "&" in text:
-                text = html.unescape(text)
-            if _PH_PIPE in text or _PH_EQUALS in text:
-                text = text.replace(_PH_PIPE, "|").replace(_PH_EQUALS, "=")
-            text = _LEFTOVER.sub(" ", text)
-            sink.links.append(ParsedLink(_canonical(page), " ".join(text.split()),
-                                         sink.section_index))
+            sink.links.append(ParsedLink(_canonical(page), _anchor_text(anchor), sink.section_index))
     return anchor
+
+
+def _anchor_text(text: str) -> str:
+    """A link's visible text as stored: no markup or entities, whitespace collapsed."""
+    if "''" in text:
+        text = _BOLD_ITALIC.sub("", _QUOTES.sub(_quote_repl, text))
+    if "<" in text:
+        text = _HTML_TAG.sub("", text)
+    if "&" in text:
+        text = html.unescape(text)
+    if _PH_PIPE in text or _PH_EQUALS in text:
+        text = text.replace(_PH_PIPE, "|").replace(_PH_EQUALS, "=")
+    # Every _LEFTOVER token holds one of these characters: most anchors skip the regex.
+    if "{" in text or "}" in text or "[" in text or "]" in text or "<" in text:
+        text = _LEFTOVER.sub(" ", text)
+    return " ".join(text.split())
 
 
 def _drop_files(text: str) -> str:
@@ -667,7 +673,8 @@ def _render_links(text: str, sink: _LinkSink | None) -> str:
 
 
 def _repl_no_sink(m: re.Match[str]) -> str:
-    return _render_link(m.group(1), m.group(2), m.group(3), None)
+    target, label, trail = m.groups()
+    return _render_link(target, label, trail, None)
 
 
 def _render_links_nested(text: str, sink: _LinkSink | None) -> str:

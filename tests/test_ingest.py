@@ -137,6 +137,22 @@ def test_passages_and_sentences(con):
     assert "Thought > Logic" in paths
 
 
+
+def test_sentences_view_slices_passage_text(con):
+    # The store keeps sentence offsets (sentence_spans); `sentences` is a view slicing passages.text.
+    kinds = dict(con.execute("SELECT table_name, table_type FROM information_schema.tables "
+                             "WHERE table_name IN ('sentences', 'sentence_spans')").fetchall())
+    assert kinds == {"sentences": "VIEW", "sentence_spans": "BASE TABLE"}
+    assert one(con, "SELECT count(*) FROM sentences") == one(con, "SELECT count(*) FROM sentence_spans")
+    # DuckDB's substr and Python's str slicing must agree on non-ASCII text (both count code points).
+    rows = con.execute("""SELECT passage_id, text FROM passages WHERE strlen(text) > length(text)
+                          ORDER BY passage_id LIMIT 200""").fetchall()
+    assert len(rows) >= 50
+    for passage_id, text in rows:
+        got = con.execute("SELECT text, start_char, end_char FROM sentences WHERE passage_id = ? "
+                          "ORDER BY sentence_index", [passage_id]).fetchall()
+        assert got and all(t == text[a:b] for t, a, b in got)
+
 def test_table_rows(con):
     assert one(con, "SELECT count(DISTINCT page_id) FROM table_rows") >= 20
     assert one(con, "SELECT count(*) FROM table_rows WHERE text LIKE '%|%'") > 100
