@@ -40,6 +40,17 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.casefold())
 
 
+def _stem(word: str) -> str:
+    """Plural folding, standing in for CirrusSearch's English stemmer ("bears" finds "bear")."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _stems(text: str) -> list[str]:
+    return [_stem(w) for w in _words(text)]
+
+
 def canonical(title: str) -> str:
     t = " ".join(title.replace("_", " ").split())
     return t[:1].upper() + t[1:]
@@ -114,7 +125,7 @@ class FakeWiki:
                 name, frag = (alias, None) if isinstance(alias, str) else alias
                 self.redirects[canonical(name)] = (canonical(page.title), frag)
         self._by_id = {p.pageid: p for p in self.pages.values()}
-        self._tokens = {t: (set(_words(t)), _words(p.full_text())) for t, p in self.pages.items()}
+        self._tokens = {t: (set(_stems(t)), _stems(p.full_text())) for t, p in self.pages.items()}
         self._vocab = sorted({w for ws, body in self._tokens.values() for w in (*ws, *body)})
         self.faults: list[Fault] = []
         self.requests: list[RecordedRequest] = []
@@ -301,7 +312,7 @@ class FakeWiki:
             cont[f"{prefix}continue"] = f"{d['pageid']}|{title.split(':', 1)[-1].replace(' ', '_')}"
 
     def _search(self, p: Mapping[str, str], query: dict[str, Any], cont: dict[str, Any]) -> None:
-        terms = [w for w in _words(p.get("srsearch", "")) if w not in _STOP] or _words(p.get("srsearch", ""))
+        terms = [_stem(w) for w in _words(p.get("srsearch", "")) if w not in _STOP] or _stems(p.get("srsearch", ""))
         scored = []
         for title, (title_words, body_words) in self._tokens.items():
             if not terms:
@@ -319,7 +330,7 @@ class FakeWiki:
         if "totalhits" in info:
             searchinfo["totalhits"] = len(scored)
         if "suggestion" in info:
-            fixed = [w if w in self._vocab_set else (difflib.get_close_matches(w, self._vocab, n=1, cutoff=0.8) or [w])[0]
+            fixed = [w if _stem(w) in self._vocab_set else (difflib.get_close_matches(w, self._vocab, n=1, cutoff=0.8) or [w])[0]
                      for w in _words(p.get("srsearch", ""))]
             suggestion = " ".join(fixed)
             if suggestion != " ".join(_words(p.get("srsearch", ""))):
@@ -505,7 +516,8 @@ def pages_from_hotpot(path: Path, *, titles: Iterable[str] | None = None, limit:
             if wanted is not None and title not in wanted:
                 continue
             pid = stable_id(title)
-            out[title] = FakePage(title, pid, pid * 10 + 7, "".join(row["sentences"]).strip())
+            intro = " ".join(x.strip() for x in row["sentences"] if x.strip())  # sentences come stripped
+            out[title] = FakePage(title, pid, pid * 10 + 7, intro)
             if limit is not None and len(out) >= limit:
                 break
     return out

@@ -1,7 +1,9 @@
 """Tiered live retrieval for the claim's entities that the local index lacks.
 
 Attempt 1: title lookup + intro of each missing entity (disambiguation pages resolved
-against the claim), and a keyword search's top M intros. Attempt 2: alternative search
+against the claim); a name with no page of its own searched alone (an empty search retried with
+its suggestion); a keyword search's top M intros; then the bridge hop: names in the sentences of
+the best pages closest to the claim, resolved in one request. Attempt 2: alternative search
 terms (the search suggestion, fewer terms) and sections of partially relevant pages,
 chosen by overlap with the claim. Attempt 3: categories and "See also" of partially
 relevant pages → their intros. Per-claim state means no request is made twice; a claim
@@ -10,6 +12,7 @@ with no relevant evidence after ``max_attempts`` gets ``EVIDENCE_RETRIEVAL_FAILE
 
 from __future__ import annotations
 
+import difflib
 import logging
 import re
 from dataclasses import asdict, dataclass, field
@@ -25,7 +28,8 @@ from fallback.relevance import OverlapScorer, RelevanceScorer, content_words
 from fallback.settings import FallbackSettings
 from retriever.errors import ApiError, RetryExhaustedError, TransportError
 from retriever.records import Evidence
-from retriever.text import canonical_title
+from retriever.entities import names_in
+from retriever.text import canonical_title, normalize_title
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +40,16 @@ DEFAULT_SEARCH_TOP_M = 3
 DEFAULT_MIN_RELEVANCE = 0.5      # default scorer: half of the claim's content words present
 CHUNK_WORDS = 120                # evidence granularity, close to the local passages' ~100 words
 SECTIONS_PER_PAGE = 2
+BRIDGE_PAGES = 2        # pages the claim names whose intros are read for the next hop's names
+BRIDGE_SENTENCES = 3    # their sentences sharing most words with the claim
+BRIDGE_TITLES = 20      # names asked for at once: one request
+BRIDGE_LOCAL_PAGES = 1  # best local evidence items read the same way
 PAGES_TO_EXPAND = 2
 DISAMBIGUATION_OPTIONS = 20
 RELATED_TITLES = 10
 SKIP_HEADINGS = frozenset({"see also", "references", "external links", "notes", "further reading", "bibliography",
                            "sources", "citations", "footnotes"})
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)\s+")  # not after an initial: "Henry J. Kaiser"
 _Soft = (ApiError, RetryExhaustedError, TransportError)   # one failed request must not sink the claim
 
 
@@ -121,6 +129,17 @@ class _Candidate:
     named: bool = False  # the intro of a page the claim names (a missing entity's own title)
 
 
+def same_name(name: str, title: str, *, min_ratio: float = 0.85) -> bool:
+    """A title names ``name``: equal up to case, plurals, a disambiguator and small misspellings."""
+    def key(text: str) -> str:
+        text = re.sub(r"\s*\([^()]*\)\s*$", "", text)
+        return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+                        for w in content_words(text) or text.casefold().split())
+
+    a, b = key(name), key(title)
+    return bool(a and b) and (a == b or difflib.SequenceMatcher(None, a, b).ratio() >= min_ratio)
+
+
 def chunk_text(text: str, *, max_words: int = CHUNK_WORDS) -> list[str]:
     """Paragraphs, split at sentence ends into pieces of at most about ``max_words`` words."""
     out: list[str] = []
@@ -172,12 +191,15 @@ class LiveFallback:
 
     # -- the tiers ------------------------------------------------------------------------------
 
-    def retrieve(self, claim: str, missing_entities: Sequence[str], *, k: int = 10) -> LiveResult:
+    def retrieve(self, claim: str, missing_entities: Sequence[str], *, k: int = 10,
+                 context: Sequence[tuple[str, str]] = ()) -> LiveResult:
+        """Live evidence for ``claim``'s missing entities. ``context``: the best local evidence as (title, text),
+        whose sentences may name the bridge entity too (read only when the claim is looked up anyway)."""
         api = self.api
         start = (api.requests, api.cache_hits, api.cache_misses)
         entities = list(dict.fromkeys(e.strip() for e in missing_entities if e and e.strip()))
         state = ClaimState(claim)
-        run = _Run(self, claim, entities, state)
+        run = _Run(self, claim, entities, state, context=list(context)[:BRIDGE_LOCAL_PAGES])
         for attempt in range(1, self.max_attempts + 1):
             state.attempts = attempt
             if attempt == 1:
@@ -209,8 +231,10 @@ class LiveFallback:
 class _Run:
     """One claim's retrieval: candidates, pages and state."""
 
-    def __init__(self, fb: LiveFallback, claim: str, entities: list[str], state: ClaimState):
+    def __init__(self, fb: LiveFallback, claim: str, entities: list[str], state: ClaimState, *,
+                 context: Sequence[tuple[str, str]] = ()):
         self.fb, self.api, self.claim, self.entities, self.state = fb, fb.api, claim, entities, state
+        self.context = context
         self.candidates: list[_Candidate] = []
         self.pages: dict[str, dict[str, Any]] = {}   # title -> LivePage fields (sections appended)
         self._scored = 0
@@ -220,15 +244,21 @@ class _Run:
 
     def attempt1(self) -> None:
         infos = self._intros(self.entities)
+        unmatched: list[str] = []
         for entity in self.entities:
             info = infos.get(entity)
             if info is None or info.missing or info.invalid:
-                continue
-            if info.is_disambiguation:
+                unmatched.append(entity)
+            elif info.is_disambiguation:
                 self._disambiguate(info, entity)
             else:
                 self._add_page(info, entity, named=True)
+        # A name with no page of its own is searched for by itself, as a reader would type it into the search
+        # box: this finds "Philip Glass" for "Phillip Glass" (via the suggestion), "Polar bear" for "Polar bears".
+        for entity in unmatched:
+            self._search(entity, entity=entity)
         self._search_round()
+        self._bridges()
 
     def attempt2(self) -> None:
         self._search_round()
@@ -274,27 +304,60 @@ class _Run:
         return infos
 
     def _search_round(self) -> None:
-        queries = self.fb.planner.queries(self.claim, self.entities, attempt=self.state.attempts, state=self.state)
-        for query in queries:
-            if query in self.state.search_terms:
+        for query in self.fb.planner.queries(self.claim, self.entities, attempt=self.state.attempts, state=self.state):
+            self._search(query)
+
+    def _search(self, query: str, *, entity: str | None = None) -> None:
+        """One search (never repeated) and the intros of its top M hits; a search that finds nothing is
+        retried once with its "did you mean" suggestion, as the search page itself does."""
+        if not query or query in self.state.search_terms:
+            return
+        self.state.search_terms.append(query)
+        try:
+            result = self.api.search(query, limit=self.fb.search_top_m)
+        except _Soft as exc:
+            self._soft(exc)
+            return
+        if result.suggestion and result.suggestion not in self.state.suggestions:
+            self.state.suggestions.append(result.suggestion)
+            if not result.hits:
+                self._search(result.suggestion, entity=entity)
+                return
+        infos = self._intros([h.title for h in result.hits])
+        for rank, hit in enumerate(result.hits):
+            info = infos.get(hit.title)
+            if info is None or info.missing or info.invalid:
                 continue
-            self.state.search_terms.append(query)
-            try:
-                result = self.api.search(query, limit=self.fb.search_top_m)
-            except _Soft as exc:
-                self._soft(exc)
-                continue
-            if result.suggestion and result.suggestion not in self.state.suggestions:
-                self.state.suggestions.append(result.suggestion)
-            infos = self._intros([h.title for h in result.hits])
-            for info in infos.values():
-                if info.missing or info.invalid:
-                    continue
-                entity = self._entity_for(info.title, info.extract or "")
-                if info.is_disambiguation:
-                    self._disambiguate(info, entity)
-                else:
-                    self._add_page(info, entity)
+            for_entity = entity or self._entity_for(info.title, info.extract or "")
+            if info.is_disambiguation:
+                self._disambiguate(info, for_entity)
+            else:
+                # The top hit for a name alone, titled like it, is that name's page ("Phillip Glass" -> "Philip
+                # Glass"): evidence about the entity even when its intro shares few words with the claim.
+                self._add_page(info, for_entity, named=rank == 0 and entity is not None and same_name(entity, info.title))
+
+    def _bridges(self) -> None:
+        """The second hop of a bridge claim: names in the sentences, closest to the claim, of the best pages so
+        far ("Kaiser Ventures ... was founded by an American industrialist": the intro of "Kaiser Ventures"
+        names "Henry J. Kaiser"). One request resolves them all; the scorer decides which are evidence."""
+        claim_words = set(content_words(self.claim))
+        claim_key = f" {normalize_title(self.claim)} "
+        names: list[str] = []
+        self.score_new()
+        sources = [(self.pages[t]["title"], self.pages[t]["intro"]) for t in self._partially_relevant()[:BRIDGE_PAGES]]
+        for title, text in [*sources, *self.context]:
+            # The page's own name is in its first sentence anyway: what counts is the rest of the claim.
+            wanted = claim_words - set(content_words(title))
+            sentences = [x for x in _SENTENCE_END.split(text) if x.strip()]
+            sentences.sort(key=lambda x: -len(wanted & set(content_words(x))))
+            for sentence in sentences[:BRIDGE_SENTENCES]:
+                names += [n for n in names_in(sentence)
+                          if f" {normalize_title(n)} " not in claim_key and canonical_title(n) not in self.pages]
+        if not names:
+            return
+        for info in self._intros(list(dict.fromkeys(names))[:BRIDGE_TITLES]).values():
+            if not (info.missing or info.invalid or info.is_disambiguation):
+                self._add_page(info, None)  # found for the claim, not a page about one of its missing names
 
     def _disambiguate(self, info: PageInfo, entity: str | None) -> None:
         """Follow the disambiguation option whose intro best matches the claim."""

@@ -281,10 +281,11 @@ class Retriever:
         if use_live:
             if self.fallback is None:
                 raise ConfigError("on_the_fly needs a fallback: open the Retriever with on_the_fly=True")
-            missing = missing_entities(mentions, covered=[(e.title, e.evidence_text) for e in evidence])
+            covered = [(e.title, e.evidence_text) for e in evidence]
+            missing = missing_entities(mentions, claim=claim, covered=covered)
             stats.update({"missing_entities": missing, "requests": 0, "cache_hits": 0})
             if missing:
-                live = self.fallback.retrieve(claim, missing, k=k)
+                live = self.fallback.retrieve(claim, missing, k=k, context=covered)
                 stats.update({"requests": live.requests, "cache_hits": live.cache_hits, "attempts": live.attempts})
                 status = live.status
                 evidence = _interleave(list(live.evidence), evidence, k)

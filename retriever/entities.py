@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from retriever.text import normalize_title, words
 
@@ -28,6 +28,8 @@ STOPWORDS = frozenset(
     until upon within among between through against along across behind beyond near off out up down so
     such same other another own if else s""".split()
 )
+_ARTICLES = frozenset({"the", "a", "an"})
+_AUXILIARIES = frozenset("is are was were has have had can could will would does do did may might must should shall".split())
 # Connectors allowed inside a capitalised span: "Alexander the Great", "Bank of America".
 _CONNECTORS = frozenset({"of", "the", "de", "la", "le", "von", "van", "der", "du", "da", "di", "&", "y", "del"})
 
@@ -114,11 +116,43 @@ def find_mentions(claim: str, store: Store, *, max_ngram: int = 8) -> list[Menti
         key = normalize_title(_POSSESSIVE.sub("", text))
         if any(m.resolution is not None and normalize_title(m.text) == key for m in mentions):
             continue
-        if all(taken[i:j]):
+        if all(taken[i:j]) or _is_demonym_modifier(toks, i, j):
             continue
         mentions.append(Mention(_POSSESSIVE.sub("", text), toks[i][1], toks[j - 1][2], None))
     mentions.sort(key=lambda m: (m.start, -m.end))
     return mentions
+
+
+_DEMONYM = re.compile(r"(?:ican|ian|ean|ese|ish)$")
+_ADVERB = re.compile(r"(?:al|ent|ant|at|ous|iv|ab|ib|ful|ed|ing|u|s|c|r|n)ly$", re.IGNORECASE)
+
+
+def _is_demonym_modifier(toks: Sequence[tuple[str, int, int]], i: int, j: int) -> bool:
+    """ "American film actor", "Russian composer", "South Korean boy group": an adjective, not a name to look up."""
+    last = toks[j - 1][0]
+    return (j - i <= 2 and j < len(toks) and bool(_DEMONYM.search(last)) and not _is_cap(toks[j][0])
+            and toks[j][0].lower() not in STOPWORDS)
+
+
+def _is_adverb(tok: str) -> bool:
+    """Sentence-initial adverbs ("Frequently", "Probably") are not names; "Italy", "Emily", "Connolly" are."""
+    return len(tok) > 5 and bool(_ADVERB.search(tok))
+
+
+def names_in(text: str) -> list[str]:
+    """Capitalised names in a sentence, as ``find_mentions`` would see them unresolved: no dates or
+    quantities, no adjectives of nationality, lists and quotes split, possessives dropped."""
+    toks = _tokens(text)
+    out: list[str] = []
+    for i, j in capitalised_spans(toks):
+        if _is_demonym_modifier(toks, i, j):
+            continue
+        span = text[toks[i][1] : toks[j - 1][2]]
+        for piece in (p.strip() for p in _PIECES.split(span)):
+            piece = _POSSESSIVE.sub("", piece)
+            if piece and _name_words(piece) and not is_quantity(piece) and piece not in out:
+                out.append(piece)
+    return out
 
 
 def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, int]]:
@@ -138,8 +172,18 @@ def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, i
                 j += 2
             else:
                 break
-        # A lone capitalised word at the start of the claim is usually just sentence case.
-        if not (j - i == 1 and i == 0 and toks[i][0].lower() in STOPWORDS):
+        # The claim's subject may be a name with a lowercase head noun: "Polar bears are ...", "Morse code is
+        # ...", "The Greek language has ..."). Taken only when an auxiliary follows the head, so a verb is never
+        # swallowed ("Tablet computers use ...", "Aristotle studied at ..." stay as they are).
+        subject = i == 0 or (i == 1 and toks[0][0].lower() in _ARTICLES)
+        if (subject and j + 1 < n and not _is_cap(toks[j][0]) and toks[j][0].lower() not in STOPWORDS
+                and not _is_adverb(toks[j][0]) and toks[j + 1][0].lower() in _AUXILIARIES
+                and not _POSSESSIVE.search(toks[j - 1][0])):
+            j += 1
+        # A lone capitalised word at the start of the claim is usually just sentence case ("The", "Frequently",
+        # "Part of the Hindu Kush ...": a name would continue with a capitalised word after "of").
+        if not (j - i == 1 and i == 0 and (toks[i][0].lower() in STOPWORDS or _is_adverb(toks[i][0])
+                                           or (j < n and toks[j][0] == "of"))):
             if not (j - i == 1 and tok.isdigit()):
                 out.append((i, j))
         i = j
@@ -153,8 +197,11 @@ _CALENDAR = frozenset(
     jan feb mar apr jun jul aug sep sept oct nov dec bc ad bce ce""".split()
 )
 # A capitalised run can swallow a list or a quotation ("England, Fireflight"): each piece is judged alone.
-_PIECES = re.compile(r"""[,;:"“”()]|\s['‘’](?=\w)|(?<=\w)['‘’]\s""")
+# Not split at a closing apostrophe: "Hundred Years' War" is one name.
+_PIECES = re.compile(r"""[,;:"“”()]|\s['‘’](?=\w)|\s[–—]\s""")
 COVER_DEPTH = 10  # how many top local evidence items may cover a mention
+_DISAMBIGUATOR = re.compile(r"\s*\([^()]*\)\s*$")
+_WORD_AT = re.compile(r"\w+", re.UNICODE)
 
 
 def _stem(word: str) -> str:
@@ -178,47 +225,132 @@ def is_quantity(text: str) -> bool:
     return bool(toks) and all(_QUANTITY_TOKEN.match(t) or t in _CALENDAR for t in toks)
 
 
+def _base_words(title: str) -> tuple[str, ...]:
+    """A title's words without its disambiguator, plurals folded: "Big Stone Gap (film)" -> big stone gap."""
+    return tuple(_stem(w) for w in words(_DISAMBIGUATOR.sub("", title)))
+
+
+def _title_anchors(claim: str, titles: Sequence[str]) -> list[tuple[int, int]]:
+    """Character spans where a top evidence title (without disambiguator) occurs in the claim, word for word.
+
+    "Tablet computers use touchscreens" names "Touchscreen"; "James VI and I was ..." names "James VI and I".
+    """
+    toks = [(_stem(m.group().casefold()), m.start(), m.end()) for m in _WORD_AT.finditer(claim)]
+    stems = [t[0] for t in toks]
+    out: list[tuple[int, int]] = []
+    for title in titles:
+        base = _base_words(title)
+        if not base or (len(base) == 1 and base[0] in STOPWORDS):
+            continue
+        n = len(base)
+        for i in range(len(stems) - n + 1):
+            if tuple(stems[i : i + n]) == base:
+                out.append((toks[i][1], toks[i + n - 1][2]))
+                break
+    return out
+
+
+_COORDINATION = re.compile(r"^\s*(?:,|;|&|and|or|nor|vs\.?|versus|as well as|,\s*and|,\s*or)?\s*(?:the\s+)?$", re.IGNORECASE)
+_QUESTION_WORDS = frozenset("what which who whom whose when where why how is are was were do does did can could".split())
+
+
+def is_question(text: str) -> bool:
+    t = text.strip()
+    return t.endswith("?") or (bool(t) and t.split(None, 1)[0].casefold().strip(",") in _QUESTION_WORDS)
+
+
+def _title_key(text: str) -> frozenset[str]:
+    """A name's words for matching a title: no function words, plurals folded, numbers kept
+    ("1925 Birthday Honours" is not "1951 Birthday Honours")."""
+    return frozenset(_stem(w) for w in words(text) if w not in STOPWORDS)
+
+
+_Entity = tuple[int, int, bool, Any]  # (start, end, is local, mention or None)
+
+
+def _coordinated_groups(claim: str, entities: list[_Entity]) -> list[list[_Entity]]:
+    """Entities in claim order, grouped where they are coordinated: "Scott Derrickson and Ed Wood", "X or Y"."""
+    groups: list[list[_Entity]] = []
+    for ent in sorted(entities, key=lambda x: (x[0], -x[1])):  # at one start the longer span is the name
+        if groups:
+            last = groups[-1][-1]
+            if ent[0] < last[1]:  # nested in or overlapping the last one ("Palace" in "Palace of Caserta")
+                continue
+            if _COORDINATION.match(claim[last[1]:ent[0]]):
+                groups[-1].append(ent)
+                continue
+        groups.append([ent])
+    return groups
+
+
 def missing_entities(
     mentions: Sequence[Mention],
     *,
+    claim: str = "",
     covered_text: str = "",
     covered: Sequence[tuple[str, str]] = (),
     depth: int = COVER_DEPTH,
+    subject_first: bool = True,
 ) -> list[str]:
-    """Unresolved mentions the local index has nothing for: the only names the live fallback may look up.
+    """Unresolved names the local index has nothing for: the only names the live fallback may look up.
 
     ``covered`` is the top local evidence as (title, text) pairs, best first (``covered_text`` is one more
-    text). An unresolved mention is still *known locally*, and never looked up, when it is
+    text). An unresolved name is still *known locally*, and never looked up, when it is
     - a date or quantity, not an entity;
-    - named by a top evidence title (its words within the title's: "Big Stone Gap" ~ "Big Stone Gap (film)");
-    - or, if the claim has at least one resolved entity, present in one top evidence item's title and text
-      (all its words in that item). Without a resolved anchor the local index knows none of the claim's
-      entities, and a name merely mentioned in passing is not its page, so it is looked up.
+    - a top evidence title, up to its disambiguator and plurals ("Big Stone Gap" ~ "Big Stone Gap (film)");
+    - or, if the claim is anchored locally, present in one top evidence item's title and text (all its
+      words in that item). Without an anchor the local index knows none of the claim's entities, and a name
+      merely mentioned in passing is not its page, so it is looked up.
+    The claim is anchored when a mention resolves to a local page.
+    With ``subject_first`` and a ``claim`` that is not a question, the claim's first entity, with those
+    coordinated with it ("X and Y", "X or Y"), is its subject (FEVER-style claims are written so). A local
+    subject (resolved mentions, or top evidence titles named in the claim) means no lookup at all: the local
+    index has the pages the claim is about, and the other names are their context. A missing subject is
+    always looked up, even when other pages mention it. A question is not about its first entity alone, so a
+    local one does not stop the lookup of the others, and a missing one ("Who is older, X or Y?") is looked
+    up. A name that runs across a comma or quotes is judged, and returned, piece by piece.
     """
     items = [(t or "", x or "") for t, x in list(covered)[:depth]]
     if covered_text:
         items.append(("", covered_text))
-    title_words = [{_stem(w) for w in words(t)} for t, _ in items]
-    item_words = [tw | {_stem(w) for w in words(x)} for tw, (_, x) in zip(title_words, items)]
+    titles = [t for t, _ in items if t]
+    title_keys = {_title_key(_DISAMBIGUATOR.sub("", t)) for t in titles}
+    item_words = [{_stem(w) for w in words(t)} | {_stem(w) for w in words(x)} for t, x in items]
     lowered = [x.casefold() for _, x in items]
-    anchored = any(m.resolved for m in mentions)
 
-    def known(piece: str) -> bool:
-        if is_quantity(piece):
+    def by_title(piece: str) -> bool:
+        key = _title_key(piece)
+        return bool(key) and key in title_keys
+
+    def pieces(m: Mention) -> list[str]:
+        return [p.strip() for p in _PIECES.split(m.text) if p and p.strip()] or [m.text]
+
+    named = [m for m in mentions if not all(is_quantity(p) or not _name_words(p) for p in pieces(m))]
+    is_local = {id(m): bool(m.resolved) or all(by_title(p) for p in pieces(m)) for m in named}
+    anchored = any(m.resolved for m in named)
+    subjects: set[int] = set()
+    if subject_first and claim and items:
+        groups = _coordinated_groups(claim, [(m.start, m.end, is_local[id(m)], m) for m in named]
+                                     + [(s, e, True, None) for s, e in _title_anchors(claim, titles)])
+        if not groups:
+            return []
+        if not is_question(claim) and all(local for _, _, local, _ in groups[0]):
+            return []
+        subjects = {id(m) for _, _, local, m in groups[0] if not local}
+
+    def known(piece: str, m: Mention) -> bool:
+        if is_quantity(piece) or not _name_words(piece) or by_title(piece):
             return True
+        if id(m) in subjects:  # the claim is about it: other pages mentioning it are not its page
+            return False
         name = _name_words(piece)
-        if not name:
-            return True
-        if any(name <= tw for tw in title_words):
-            return True
         return anchored and (any(name <= iw for iw in item_words) or any(piece.casefold() in low for low in lowered))
 
     out: list[str] = []
-    for m in mentions:
-        if m.resolved or m.text in out:
+    for m in named:
+        if m.resolved:
             continue
-        pieces = [p.strip() for p in _PIECES.split(m.text) if p and p.strip()]
-        if all(known(p) for p in pieces or [m.text]):
-            continue
-        out.append(m.text)
+        for name in pieces(m):  # "1960's, Heavy Metal" -> "Heavy Metal"; "England, Henry Roth" -> both
+            if not known(name, m) and name not in out:
+                out.append(name)
     return out

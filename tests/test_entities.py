@@ -43,3 +43,22 @@ def test_covered_entities_are_not_missing(store):
 def test_no_mentions_in_function_words(store):
     assert find_mentions("The and of in it was", store) == []
     assert find_mentions("", store) == []
+
+
+@pytest.mark.parametrize("claim, name", [
+    ("Polar bears are classified as endangered.", "Polar bears"),
+    ("The Greek language is spoken in Greece.", "Greek language"),
+    ("Morse code is used in air traffic control.", "Morse code"),
+])
+def test_a_subject_with_a_lowercase_head_noun_is_one_name(store, claim, name):
+    texts = [m.text for m in find_mentions(claim, store)]
+    assert name in texts
+
+
+@pytest.mark.parametrize("claim, not_a_name", [
+    ("Aristotle studied at Plato's Academy.", "Aristotle studied"),   # a verb, not a head noun
+    ("Tablet computers use touchscreens.", "Tablet computers use"),
+    ("Frequently, French Indochina is abbreviated.", "Frequently"),    # sentence-initial adverb
+])
+def test_subject_extension_does_not_swallow_verbs_or_adverbs(store, claim, not_a_name):
+    assert not_a_name not in [m.text for m in find_mentions(claim, store)]

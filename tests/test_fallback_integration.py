@@ -172,5 +172,44 @@ def test_text_coverage_needs_a_resolved_anchor():
     assert missing_entities([m("Mogadishu")], covered=covered) == ["Mogadishu"]
     # The claim's subject is local and its evidence covers the other name -> no lookup.
     assert missing_entities([m("Somalia", True), m("Mogadishu")], covered=covered) == []
-    # Pieces of a run across a comma are judged one by one.
-    assert missing_entities([m("Somalia", True), m("Mogadishu, Kismayo")], covered=covered) == ["Mogadishu, Kismayo"]
+    # Pieces of a run across a comma are judged one by one; only the unknown piece is looked up.
+    assert missing_entities([m("Somalia", True), m("Mogadishu, Kismayo")], covered=covered) == ["Kismayo"]
+
+
+def at(claim: str, text: str, resolved: bool = False) -> Mention:
+    start = claim.index(text)
+    return Mention(text, start, start + len(text), _Res() if resolved else None)  # type: ignore[arg-type]
+
+
+def test_a_local_subject_needs_no_lookup():
+    claim = "Naples is near the Palace of Caserta."
+    covered = [("Naples", "Naples is the regional capital of Campania."), ("Palace", "A palace is a residence.")]
+    ms = [at(claim, "Naples", True), at(claim, "Palace of Caserta")]
+    # The claim is about Naples, which is local: the other name is context.
+    assert missing_entities(ms, claim=claim, covered=covered) == []
+    assert missing_entities(ms, claim=claim, covered=covered, subject_first=False) == ["Palace of Caserta"]
+    # Subject missing, object local: the subject is looked up.
+    claim = "The Palace of Caserta is near Naples."
+    ms = [at(claim, "Palace of Caserta"), at(claim, "Naples", True)]
+    assert missing_entities(ms, claim=claim, covered=covered) == ["Palace of Caserta"]
+
+
+def test_a_top_title_named_in_the_claim_is_a_local_subject():
+    claim = "Touchscreens are used in tablet computers by Apple."
+    covered = [("Touchscreen", "A touchscreen is an input device."), ("Computer", "A machine.")]
+    assert missing_entities([at(claim, "Apple")], claim=claim, covered=covered) == []
+    # Without that title among the top evidence, the unknown name is looked up.
+    assert missing_entities([at(claim, "Apple")], claim=claim, covered=[("Keyboard", "An input device.")]) == ["Apple"]
+
+
+def test_a_missing_subject_is_looked_up_even_when_other_pages_mention_it():
+    claim = "Advertising is an audio form of marketing communication."
+    covered = [("Communication", "Advertising, marketing and other forms of communication."), ("Sound", "...")]
+    ms = [at(claim, "Advertising")]
+    assert missing_entities(ms, claim=claim, covered=covered) == ["Advertising"]
+
+
+def test_title_match_is_up_to_the_disambiguator_not_any_subset():
+    covered = [("One Hundred Years of Solitude", "A novel."), ("Jamie Harris (actor)", "An English actor.")]
+    assert missing_entities([m("Hundred Years")], covered=covered) == ["Hundred Years"]
+    assert missing_entities([m("Jamie Harris")], covered=covered) == []

@@ -129,3 +129,64 @@ def test_chunk_text_bounds():
     pieces = chunk_text(text, max_words=50)
     assert len(pieces) > 5 and all(len(p.split()) <= 55 for p in pieces)
     assert " ".join(pieces).split() == text.split()
+
+
+
+@pytest.fixture(scope="module")
+def small_wiki(corpus):
+    """A few real leads, so the search's vocabulary (and its suggestions) is that of these pages only."""
+    with FakeWiki({t: corpus[t] for t in ("Philip Glass", "Polar bear", "Brown bear", "Johann Sebastian Bach")}) as w:
+        yield w
+
+
+def test_a_misspelled_name_is_found_through_the_search_suggestion(small_wiki):
+    """No page "Phillip Glass": the name is searched alone, the empty search's suggestion is followed, and
+    the top hit titled like the name is kept as its page although its intro shares few words with the claim."""
+    n = len(small_wiki.requests)
+    result = fallback(small_wiki).retrieve("Phillip Glass has written symphonies.", ["Phillip Glass"], k=5)
+    assert result.status == STATUS_FOUND
+    assert result.evidence[0].title == "Philip Glass" and result.evidence[0].retrieved_for_entity == "Phillip Glass"
+    searches = [r.params.get("srsearch") for r in requests_since(small_wiki, n) if r.params.get("list") == "search"]
+    assert searches[:2] == ["Phillip Glass", "philip glass"]
+
+
+def test_search_folds_plurals_like_cirrussearch(small_wiki):
+    result = fallback(small_wiki).retrieve("Polar bears are classified as endangered.", ["Polar bears"], k=5)
+    assert "Polar bear" in [e.title for e in result.evidence]
+
+
+def test_bridge_names_in_a_found_intro_are_fetched(shared_data):
+    """A bridge claim names one page; the page names the answer ("founded by Henry J. Kaiser"). The names in
+    the intro's sentences closest to the claim are resolved in one request; the scorer keeps the relevant one."""
+    from fallback.fakewiki import pages_from_hotpot
+
+    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
+                              titles=["Kaiser Ventures", "Henry J. Kaiser", "Korean War", "World War II"])
+    claim = ("Kaiser Ventures corporation was founded by an American industrialist who became known as the "
+             "father of modern American shipbuilding?")
+    with FakeWiki(pages) as w:
+        result = fallback(w).retrieve(claim, ["Kaiser Ventures"], k=5)
+        titles = [e.title for e in result.evidence]
+        assert titles[0] == "Henry J. Kaiser" and "Kaiser Ventures" in titles
+        lookups = [r.params.get("titles", "") for r in w.requests if r.params.get("titles")]
+        bridge_lookup = [t for t in lookups if "Henry J. Kaiser" in t.split("|")]
+        assert len(bridge_lookup) == 1 and len(bridge_lookup[0].split("|")) > 1  # all names in one request
+
+
+def test_bridge_names_in_the_local_context_are_fetched_with_the_same_request(shared_data):
+    """When a claim is looked up anyway, the best local evidence is read for bridge names too."""
+    from fallback.fakewiki import pages_from_hotpot
+
+    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    local = pages_from_hotpot(corpus, titles=["Ralph Hefferline"])["Ralph Hefferline"]
+    remote = pages_from_hotpot(corpus, titles=["Columbia University"])
+    claim = "Ralph Hefferline was a psychology professor at a university that is located in what city?"
+    with FakeWiki(remote) as w:
+        without = fallback(w).retrieve(claim, ["Muncie"], k=5)
+        assert "Columbia University" not in [p.title for p in without.pages]
+        n = len(w.requests)
+        result = fallback(w).retrieve(claim, ["Muncie"], k=5, context=[(local.title, local.intro)])
+        assert "Columbia University" in [p.title for p in result.pages]  # fetched; the scorer judges it
+        asked = [r.params["titles"].split("|") for r in requests_since(w, n)
+                 if "extracts" in r.params.get("prop", "") and "Columbia University" in r.params.get("titles", "")]
+        assert len(asked) == 1 and "Ralph Franklin Hefferline" in asked[0]  # all the bridge names in one request
