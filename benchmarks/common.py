@@ -33,28 +33,19 @@ def build(inputs: Sequence[Path], out: Path, *, indexes: Sequence[str] = ("bm25"
     """Build once: reuse an index folder whose manifest lists every requested index, built from these very
     inputs (same sha256): a corpus written anew by a changed benchmark gets a new index."""
     from indexer.build import build_index
+    from retriever.encoder import sha256_file
 
     man = out / "manifest.json"
     if man.is_file():
         m = json.loads(man.read_text())
         built_from = sorted(i.get("sha256") for i in m.get("inputs", []))
-        if all(i in m.get("indexes", {}) for i in indexes) and built_from == sorted(_sha256(Path(p)) for p in inputs):
+        if all(i in m.get("indexes", {}) for i in indexes) and built_from == sorted(sha256_file(Path(p)) for p in inputs):
             log.info("reusing %s", out)
             return m
     t0 = time.perf_counter()
     m = build_index(list(inputs), out, indexes=tuple(indexes), progress=True)
     m.setdefault("bench_build_seconds", time.perf_counter() - t0)
     return m
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def read_claims(path: Path, limit: int | None = None) -> list[dict[str, Any]]:

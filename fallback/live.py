@@ -28,7 +28,7 @@ from fallback.relevance import OverlapScorer, RelevanceScorer, content_words
 from fallback.settings import FallbackSettings
 from retriever.errors import ApiError, RetryExhaustedError, TransportError
 from retriever.records import Evidence
-from retriever.entities import names_in
+from retriever.entities import fold_plural, names_in, strip_disambiguator
 from retriever.text import canonical_title, normalize_title
 
 log = logging.getLogger(__name__)
@@ -132,9 +132,8 @@ class _Candidate:
 def same_name(name: str, title: str, *, min_ratio: float = 0.85) -> bool:
     """A title names ``name``: equal up to case, plurals, a disambiguator and small misspellings."""
     def key(text: str) -> str:
-        text = re.sub(r"\s*\([^()]*\)\s*$", "", text)
-        return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
-                        for w in content_words(text) or text.casefold().split())
+        text = strip_disambiguator(text)
+        return " ".join(fold_plural(w) for w in content_words(text) or text.casefold().split())
 
     a, b = key(name), key(title)
     return bool(a and b) and (a == b or difflib.SequenceMatcher(None, a, b).ratio() >= min_ratio)

@@ -204,9 +204,15 @@ _DISAMBIGUATOR = re.compile(r"\s*\([^()]*\)\s*$")
 _WORD_AT = re.compile(r"\w+", re.UNICODE)
 
 
-def _stem(word: str) -> str:
+def fold_plural(word: str) -> str:
     """Crude plural folding, enough for "Touchscreens" ~ "Touchscreen"."""
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+
+def strip_disambiguator(title: str) -> str:
+    """ "Big Stone Gap (film)" -> "Big Stone Gap"."""
+    return _DISAMBIGUATOR.sub("", title)
 
 
 def _name_words(text: str) -> set[str]:
@@ -215,7 +221,7 @@ def _name_words(text: str) -> set[str]:
     for w in words(text):
         if w in STOPWORDS or w in _CALENDAR or _QUANTITY_TOKEN.match(w):
             continue
-        out.add(_stem(w))
+        out.add(fold_plural(w))
     return out
 
 
@@ -227,7 +233,7 @@ def is_quantity(text: str) -> bool:
 
 def _base_words(title: str) -> tuple[str, ...]:
     """A title's words without its disambiguator, plurals folded: "Big Stone Gap (film)" -> big stone gap."""
-    return tuple(_stem(w) for w in words(_DISAMBIGUATOR.sub("", title)))
+    return tuple(fold_plural(w) for w in words(strip_disambiguator(title)))
 
 
 def _title_anchors(claim: str, titles: Sequence[str]) -> list[tuple[int, int]]:
@@ -235,7 +241,7 @@ def _title_anchors(claim: str, titles: Sequence[str]) -> list[tuple[int, int]]:
 
     "Tablet computers use touchscreens" names "Touchscreen"; "James VI and I was ..." names "James VI and I".
     """
-    toks = [(_stem(m.group().casefold()), m.start(), m.end()) for m in _WORD_AT.finditer(claim)]
+    toks = [(fold_plural(m.group().casefold()), m.start(), m.end()) for m in _WORD_AT.finditer(claim)]
     stems = [t[0] for t in toks]
     out: list[tuple[int, int]] = []
     for title in titles:
@@ -262,7 +268,7 @@ def is_question(text: str) -> bool:
 def _title_key(text: str) -> frozenset[str]:
     """A name's words for matching a title: no function words, plurals folded, numbers kept
     ("1925 Birthday Honours" is not "1951 Birthday Honours")."""
-    return frozenset(_stem(w) for w in words(text) if w not in STOPWORDS)
+    return frozenset(fold_plural(w) for w in words(text) if w not in STOPWORDS)
 
 
 _Entity = tuple[int, int, bool, Any]  # (start, end, is local, mention or None)
@@ -314,9 +320,7 @@ def missing_entities(
     if covered_text:
         items.append(("", covered_text))
     titles = [t for t, _ in items if t]
-    title_keys = {_title_key(_DISAMBIGUATOR.sub("", t)) for t in titles}
-    item_words = [{_stem(w) for w in words(t)} | {_stem(w) for w in words(x)} for t, x in items]
-    lowered = [x.casefold() for _, x in items]
+    title_keys = {_title_key(strip_disambiguator(t)) for t in titles}
 
     def by_title(piece: str) -> bool:
         key = _title_key(piece)
@@ -337,6 +341,10 @@ def missing_entities(
         if not is_question(claim) and all(local for _, _, local, _ in groups[0]):
             return []
         subjects = {id(m) for _, _, local, m in groups[0] if not local}
+
+    # Word sets of the evidence, for the text coverage below: built only past the subject-first check.
+    item_words = [{fold_plural(w) for w in words(t)} | {fold_plural(w) for w in words(x)} for t, x in items]
+    lowered = [x.casefold() for _, x in items]
 
     def known(piece: str, m: Mention) -> bool:
         if is_quantity(piece) or not _name_words(piece) or by_title(piece):
