@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from collections import deque
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 ALL_INDEXES = ("bm25", "dense", "tfidf")
 BATCH_PAGES = 64
+WARM_POOL_BYTES = 4 << 20   # inputs at least this large start the worker pool before the first task
 INFLIGHT_PER_WORKER = 4  # tasks queued per worker: keeps workers busy, memory bounded
 DECOMPRESS_AHEAD_PER_WORKER = 2  # multistream bz2 stream groups decompressed ahead per worker
 # Imported once in the fork server, inherited by every worker. pandas: pyarrow imports it on the first
@@ -138,6 +140,8 @@ def _ingest(paths: list[Path], db_path: Path, *, namespaces: list[int], workers:
                dynamic_ncols=True, smoothing=0.1)
     writer = StoreWriter(db_path)
     pool = _LazyPool(workers)
+    if workers > 1 and total_bytes >= WARM_POOL_BYTES:
+        pool.start()
     try:
         work = _work(paths, namespaces, readers, decompress=_pool_decompressor(pool) if workers > 1 else None)
         done = 0
@@ -242,19 +246,37 @@ class _LazyPool:
     def __init__(self, workers: int):
         self.workers = workers
         self._pool = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def start(self) -> None:
+        """Start the fork server and the workers in the background (~0.3 s), while the first pages are read."""
+        def spawn() -> None:
+            try:
+                for _ in range(self.workers):
+                    self.submit(int)  # the executor spawns a worker per task while none is idle
+            except Exception:  # noqa: BLE001 - the first real task raises the same error
+                logger.debug("starting the worker pool early failed", exc_info=True)
+
+        threading.Thread(target=spawn, name="wikiground-pool-start", daemon=True).start()
 
     def submit(self, fn: Callable, *args: Any):
-        if self._pool is None:
-            from concurrent.futures import ProcessPoolExecutor
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the worker pool is closed")
+            if self._pool is None:
+                from concurrent.futures import ProcessPoolExecutor
 
-            ctx = multiprocessing.get_context("forkserver")
-            # Workers import the parser and cleaner once in the fork server instead of once per worker.
-            ctx.set_forkserver_preload(_WORKER_PRELOAD)
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx)
-        return self._pool.submit(fn, *args)
+                ctx = multiprocessing.get_context("forkserver")
+                # Workers import the parser and cleaner once in the fork server instead of once per worker.
+                ctx.set_forkserver_preload(_WORKER_PRELOAD)
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx)
+            return self._pool.submit(fn, *args)
 
     def close(self) -> None:
-        pool, self._pool = self._pool, None
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 

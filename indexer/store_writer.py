@@ -25,7 +25,16 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_PAGE_CHARS = 4_000_000   # the largest enwiki articles are ~1.3M bytes of wikitext
 DEFAULT_PASSAGE_WORDS = 100
-FLUSH_ROWS = 200_000                 # buffered rows (all tables) before a bulk load: loads overlap the workers
+# Tables get row groups of ROW_GROUP_ROWS rows (DuckDB's default is 122,880), and a table's buffered rows
+# are loaded in whole row groups. An insert of at least one row group is compressed and written straight
+# to the database file (DuckDB's optimistic write), here in the main process while the workers clean the
+# next pages; smaller inserts go to the WAL uncompressed and leave the compression to the final CHECKPOINT,
+# which runs after the workers are done. Measured on the x20 bench dump (108k passages): ingest 8.4 -> 7.6 s,
+# the serial finish 1.2-1.5 -> 0.4 s; the store grows 149 -> 155 MB (122,880-row groups compress a bit better,
+# but a table smaller than one group would be loaded and compressed only at the end).
+ROW_GROUP_ROWS = 32_768
+FLUSH_ROWS = ROW_GROUP_ROWS          # rows per table per load
+FLUSH_BYTES = 256 << 20              # ... or fewer rows when they hold this much (section texts are long)
 LOAD_THREADS = 1                     # DuckDB threads of the bulk load
 # WAL size before DuckDB checkpoints on its own. The default (16 MB) checkpoints after nearly every
 # flush, recompressing the tables' partly filled last row groups each time (measured: ~1.3 CPU-s of
@@ -350,22 +359,28 @@ class StoreWriter:
     :meth:`finish` uses ``finish_threads`` (default: the usable CPUs), as the pool is idle by then.
     """
 
-    def __init__(self, db_path: str | Path, *, flush_rows: int = FLUSH_ROWS, threads: int = LOAD_THREADS,
-                 finish_threads: int | None = None):
+    def __init__(self, db_path: str | Path, *, flush_rows: int = FLUSH_ROWS, flush_bytes: int = FLUSH_BYTES,
+                 threads: int = LOAD_THREADS, finish_threads: int | None = None):
         import duckdb
 
         from indexer.schema import STORE_DDL
 
         self.db_path = Path(db_path)
-        self.flush_rows = flush_rows
+        self.flush_rows = max(1, int(flush_rows))
+        self.flush_bytes = max(1, int(flush_bytes))
         self.finish_threads = _usable_cpus() if finish_threads is None else int(finish_threads)
         self.next_passage_id = 0
         self.counts = {"pages_skipped_empty": 0, "pages_failed": 0, "pages_truncated": 0, "warnings": 0}
         self._buffers: dict[str, list] = {name: [] for name in _COLUMNS}   # Arrow tables per store table
-        self._buffered_rows = 0
+        self._buffered: dict[str, list[int]] = {name: [0, 0] for name in _COLUMNS}   # [rows, bytes] per table
         self._redirect_seq = 0
         try:
-            self._con = duckdb.connect(str(self.db_path))
+            # ROW_GROUP_SIZE is an ATTACH option, hence an in-memory connection that attaches the file.
+            self._con = duckdb.connect()
+            self._con.execute(f"ATTACH {_sql_string(str(self.db_path))} AS store (ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
+            self._con.execute("USE store")
+            # Spill files beside the store (inside the build's temporary folder), not in the working directory.
+            self._con.execute(f"SET temp_directory = {_sql_string(str(self.db_path) + '.tmp')}")
             # One thread: the loads run beside the worker pool, and DuckDB's extra threads only
             # fight the workers for the cores (measured: 5x slower flushes with 2 threads under load).
             self._con.execute(f"SET threads = {int(threads)}")
@@ -404,30 +419,44 @@ class StoreWriter:
             self._redirect_seq += t.num_rows
         for name, table in tables.items():
             self._buffers[name].append(table)
-            self._buffered_rows += table.num_rows
-        if self._buffered_rows >= self.flush_rows:
-            self.flush()
+            buffered = self._buffered[name]
+            buffered[0] += table.num_rows
+            buffered[1] += table.nbytes
+            if buffered[0] >= self.flush_rows or buffered[1] >= self.flush_bytes:
+                self._load(name, whole_groups=buffered[1] < self.flush_bytes)
 
     def flush(self) -> None:
+        """Load every buffered row."""
+        for table in _COLUMNS:
+            if self._buffers[table]:
+                self._load(table, whole_groups=False)
+
+    def _load(self, table: str, *, whole_groups: bool) -> None:
+        """Insert a table's buffered rows; with ``whole_groups``, a multiple of ``flush_rows`` of them
+        (the rest stays buffered, so the table's row groups fill up and are written compressed)."""
         import duckdb
         import pyarrow as pa
 
-        for table, parts in self._buffers.items():
-            if not parts:
-                continue
-            arrow = pa.concat_tables(parts)
-            names = ", ".join(name for name, _ in _COLUMNS[table])
-            try:
-                self._con.register("_batch", arrow)
-                self._con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _batch")
-            except duckdb.ConstraintException as exc:
-                raise self._constraint_error(table, exc) from exc
-            except duckdb.Error as exc:
-                raise BuildError(f"{self.db_path}: bulk load into {table} failed ({exc})") from exc
-            finally:
-                self._con.unregister("_batch")
-            parts.clear()
-        self._buffered_rows = 0
+        parts = self._buffers[table]
+        arrow = pa.concat_tables(parts)
+        rest = None
+        if whole_groups:
+            cut = arrow.num_rows - arrow.num_rows % self.flush_rows
+            arrow, rest = arrow.slice(0, cut), arrow.slice(cut)
+        names = ", ".join(name for name, _ in _COLUMNS[table])
+        try:
+            self._con.register("_batch", arrow)
+            self._con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _batch")
+        except duckdb.ConstraintException as exc:
+            raise self._constraint_error(table, exc) from exc
+        except duckdb.Error as exc:
+            raise BuildError(f"{self.db_path}: bulk load into {table} failed ({exc})") from exc
+        finally:
+            self._con.unregister("_batch")
+        parts.clear()
+        if rest is not None and rest.num_rows:
+            parts.append(rest)
+        self._buffered[table] = [rest.num_rows, rest.nbytes] if rest is not None else [0, 0]
 
     def _constraint_error(self, table: str, exc: Exception) -> InputError:
         if table == "pages":
@@ -468,7 +497,7 @@ class StoreWriter:
                                            ).fetchone()[0] for t in TABLES}
             counts["disambiguation_pages"] = self._con.execute(
                 "SELECT count(*) FROM pages WHERE is_disambiguation").fetchone()[0]
-            self._con.execute("CHECKPOINT")
+            self._con.execute("CHECKPOINT store")
         except duckdb.Error as exc:
             raise BuildError(f"{self.db_path}: finishing the store failed ({exc})") from exc
         finally:
@@ -517,6 +546,10 @@ class StoreWriter:
         con, self._con = getattr(self, "_con", None), None
         if con is not None:
             con.close()
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _usable_cpus() -> int:

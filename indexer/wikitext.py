@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import logging
 import re
+from collections.abc import Iterator
 
 from indexer.parsed import ParsedLink, ParsedPage, ParsedSection
 from retriever.text import canonical_title
@@ -378,7 +379,7 @@ def _expand_templates(text: str, state: _TemplateState) -> str:
 # ---------------------------------------------------------------------------------------------
 # Stage 3: tables
 
-_TABLE_TOKEN = re.compile(r"^[ \t:]*(\{\||\|\})", re.MULTILINE)
+_TABLE_TOKEN = re.compile(r"\{\||\|\}")
 _HEADING_LINE = re.compile(r"^=[^\n]*=[ \t]*$", re.MULTILINE)
 _CELL_SPLIT = re.compile(r"\|\||!!")
 
@@ -438,27 +439,26 @@ def _extract_tables(text: str, tables: list[tuple[int, tuple[str, ...]]],
     stack: list[int] = []      # start offsets of the open tables
     inner_spans: list[list[tuple[int, int]]] = []  # per open table: spans of nested tables
     last = 0                   # end of the last text copied to the prose
-    for m in _TABLE_TOKEN.finditer(text):
-        tok = m.group(1)
+    for line_start, at, tok in _table_tokens(text):
         if tok == "{|":
             if not stack:
-                out.append(text[last:m.start()])
-            stack.append(m.start(1))
+                out.append(text[last:line_start])
+            stack.append(at)
             inner_spans.append([])
             continue
         if not stack:
             continue  # a stray "|}" line
         start = stack.pop()
         spans = inner_spans.pop()
-        body = _cut(text, start + 2, m.start(1), spans)
+        body = _cut(text, start + 2, at, spans)
         rows = _parse_table(body)
         if rows:
             tables.append((start, rows))
         if stack:
-            inner_spans[-1].append((start, m.end()))
+            inner_spans[-1].append((start, at + 2))
         else:
             out.append("\n")
-            last = m.end()
+            last = at + 2
     if stack:
         # Unclosed table: close it at the next heading rather than swallow the rest of the page.
         start = stack[0]
@@ -472,6 +472,17 @@ def _extract_tables(text: str, tables: list[tuple[int, tuple[str, ...]]],
         last = end
     out.append(text[last:])
     return "".join(out)
+
+
+def _table_tokens(text: str) -> Iterator[tuple[int, int, str]]:
+    """``(line start, offset, token)`` of each ``{|`` / ``|}`` that starts a line (after spaces, tabs
+    and ``:`` indents). Found as literals, then the line checked: ``^[ \t:]*`` with MULTILINE tried
+    every line of the page (measured 1.6x slower)."""
+    for m in _TABLE_TOKEN.finditer(text):
+        at = m.start()
+        line_start = text.rfind("\n", 0, at) + 1
+        if line_start == at or not text[line_start:at].strip(" \t:"):
+            yield line_start, at, m.group()
 
 
 def _cut(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> str:
@@ -537,6 +548,10 @@ def _quote_repl(m: re.Match[str]) -> str:
     return "" if len(m.group()) == 5 else "'"
 
 
+# Characters that make _anchor_text do more than collapse whitespace.
+_ANCHOR_MARKUP = re.compile(r"''|[<&{}\[\]\ue000\ue001]")
+
+
 class _LinkSink:
     """Collects links and categories of one page while sections are rendered."""
 
@@ -549,6 +564,17 @@ class _LinkSink:
 
     def repl(self, m: re.Match[str]) -> str:
         target, label, trail = m.groups()
+        # Fast path, the same result as _render_link for the common plain link: an article title
+        # with nothing to canonicalise and a visible text with no markup (~0.3 of 14 CPU-s of ingest).
+        t = target.strip()
+        if (t and ":" not in t and "#" not in t and "_" not in t and "&" not in t and "  " not in t
+                and "\t" not in t):
+            anchor = t if label is None else label.strip()
+            if anchor and not _ANCHOR_MARKUP.search(anchor):
+                if trail:
+                    anchor += trail
+                self.links.append(ParsedLink(t[:1].upper() + t[1:], " ".join(anchor.split()), self.section_index))
+                return anchor
         return _render_link(target, label, trail, self)
 
 
@@ -908,7 +934,9 @@ def _split_sections(text: str) -> list[tuple[int, str, int, int]]:
     return out
 
 
-_SEE_ALSO_HEADING = re.compile(r"^=+[ \t]*see[ \t]+also[ \t]*:?[ \t]*=+[ \t]*$", re.IGNORECASE | re.MULTILINE)
+# Matched from the "\n" before the line: a literal prefix the regex engine finds fast, where
+# ``^`` with MULTILINE and IGNORECASE tried every line (measured: 6x slower, ~2% of ingest CPU).
+_SEE_ALSO_HEADING = re.compile(r"\n=+[ \t]*[sS][eE][eE][ \t]+[aA][lL][sS][oO][ \t]*:?[ \t]*=+[ \t]*(?=\n|$)")
 
 
 def _see_also_template_links(text: str) -> list[str]:
@@ -917,8 +945,12 @@ def _see_also_template_links(text: str) -> list[str]:
     See-also lists are often wrapped in layout templates ({{columns}}, {{div col}}, {{aircontent}}...)
     whose rendering drops their content; the links are collected from the raw section instead.
     """
-    if not _SEE_ALSO_HEADING.search(text):
-        return []
+    m = _SEE_ALSO_HEADING.match("\n" + text[:text.find("\n") + 1 or len(text)]) if text[:1] == "=" else None
+    if m is None:
+        m = _SEE_ALSO_HEADING.search(text)
+        if m is None:
+            return []
+        text = text[m.start() + 1:]  # sections before the first "See also" heading do not matter
     sink = _LinkSink()
     see_also_level = 0  # level of the "See also" heading we are under; 0 = not in one
     for level, heading, start, end in _split_sections(text):
