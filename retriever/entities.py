@@ -139,6 +139,9 @@ def _is_adverb(tok: str) -> bool:
     return len(tok) > 5 and bool(_ADVERB.search(tok))
 
 
+_NAME_SUFFIXES = frozenset({"Jr", "Sr", "Inc", "Ltd", "Bros", "Corp"})
+
+
 def names_in(text: str) -> list[str]:
     """Capitalised names in a sentence, as ``find_mentions`` would see them unresolved: no dates or
     quantities, no adjectives of nationality, lists and quotes split, possessives dropped."""
@@ -147,7 +150,10 @@ def names_in(text: str) -> list[str]:
     for i, j in capitalised_spans(toks):
         if _is_demonym_modifier(toks, i, j):
             continue
-        span = text[toks[i][1] : toks[j - 1][2]]
+        end = toks[j - 1][2]
+        if toks[j - 1][0] in _NAME_SUFFIXES and text[end : end + 1] == ".":
+            end += 1  # "Harry Connick Jr.", "Apple Inc.": Wikipedia titles keep the period
+        span = text[toks[i][1] : end]
         for piece in (p.strip() for p in _PIECES.split(span)):
             piece = _POSSESSIVE.sub("", piece)
             if piece and _name_words(piece) and not is_quantity(piece) and piece not in out:

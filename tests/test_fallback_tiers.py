@@ -190,3 +190,21 @@ def test_bridge_names_in_the_local_context_are_fetched_with_the_same_request(sha
         asked = [r.params["titles"].split("|") for r in requests_since(w, n)
                  if "extracts" in r.params.get("prop", "") and "Columbia University" in r.params.get("titles", "")]
         assert len(asked) == 1 and "Ralph Franklin Hefferline" in asked[0]  # all the bridge names in one request
+
+
+def test_bridge_name_keeps_the_period_of_jr(shared_data):
+    """Wikipedia titles keep the period of "Jr." ("Harry Connick Jr."): the bridge name found in an intro is
+    asked for under that title, and the page is fetched."""
+    from fallback.fakewiki import pages_from_hotpot
+    from retriever.entities import names_in
+
+    assert names_in("The songs are performed by pianist Harry Connick Jr., who won a Grammy Award.")[0] == \
+        "Harry Connick Jr."
+    assert names_in("Warner Bros. released it in 1990")[0] == "Warner Bros."
+    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
+                              titles=["When Harry Met Sally... (soundtrack)", "Harry Connick Jr."])
+    claim = ('The songs from the soundtrack to "When Harry Met Sally... (soundtrack)" are performed by a singer '
+             "that has had how many top 20 US albums?")
+    with FakeWiki(pages) as w:
+        result = fallback(w).retrieve(claim, ["When Harry Met Sally... (soundtrack)"], k=5)
+        assert "Harry Connick Jr." in [p.title for p in result.pages]
