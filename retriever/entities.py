@@ -144,7 +144,8 @@ _NAME_SUFFIXES = frozenset({"Jr", "Sr", "Inc", "Ltd", "Bros", "Corp"})
 
 def names_in(text: str) -> list[str]:
     """Capitalised names in a sentence, as ``find_mentions`` would see them unresolved: no dates or
-    quantities, no adjectives of nationality, lists and quotes split, possessives dropped."""
+    quantities, no adjectives of nationality, lists and quotes split (a "Town, Region" pair also kept
+    whole), possessives dropped."""
     toks = _tokens(text)
     out: list[str] = []
     for i, j in capitalised_spans(toks):
@@ -154,10 +155,14 @@ def names_in(text: str) -> list[str]:
         if toks[j - 1][0] in _NAME_SUFFIXES and text[end : end + 1] == ".":
             end += 1  # "Harry Connick Jr.", "Apple Inc.": Wikipedia titles keep the period
         span = text[toks[i][1] : end]
-        for piece in (p.strip() for p in _PIECES.split(span)):
-            piece = _POSSESSIVE.sub("", piece)
-            if piece and _name_words(piece) and not is_quantity(piece) and piece not in out:
-                out.append(piece)
+        pieces = [_POSSESSIVE.sub("", p.strip()) for p in _PIECES.split(span)]
+        names = [p for p in pieces if p and _name_words(p) and not is_quantity(p)]
+        # Wikipedia titles places "Town, Region" ("Southaven, Mississippi", "Casino, New South Wales"): two
+        # names with only a comma between them are offered joined as well, before each alone.
+        joined = [f"{a}, {b}" for a, b in zip(names, names[1:]) if f"{a}, {b}" in span]
+        for name in [*joined, *names]:
+            if name not in out:
+                out.append(name)
     return out
 
 

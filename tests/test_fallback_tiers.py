@@ -208,3 +208,20 @@ def test_bridge_name_keeps_the_period_of_jr(shared_data):
     with FakeWiki(pages) as w:
         result = fallback(w).retrieve(claim, ["When Harry Met Sally... (soundtrack)"], k=5)
         assert "Harry Connick Jr." in [p.title for p in result.pages]
+
+
+def test_bridge_place_name_is_asked_for_as_town_comma_region(shared_data):
+    """Wikipedia titles places "Town, Region": a bridge name written so in an intro is asked for whole (a site
+    without a redirect from "Southaven" still answers), and its parts stay names of their own."""
+    from fallback.fakewiki import pages_from_hotpot
+    from retriever.entities import names_in
+
+    names = names_in("Based in the Memphis suburb of Southaven, Mississippi, the team plays at the Landers Center.")
+    assert names.index("Southaven, Mississippi") < names.index("Southaven")
+    assert {"Memphis", "Mississippi", "Landers Center"} <= set(names)
+    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
+                              titles=["Memphis Hustle", "Southaven, Mississippi"])
+    claim = "The Memphis Hustle are based in a suburb of a city with a population of what in 2010?"
+    with FakeWiki(pages) as w:
+        result = fallback(w).retrieve(claim, ["Memphis Hustle"], k=5)
+        assert "Southaven, Mississippi" in [p.title for p in result.pages]
