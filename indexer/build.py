@@ -63,6 +63,11 @@ def build_index(
     ``workers``: cleaner processes (default: the usable CPUs; 1 = in-process). On any failure the
     partial build is removed, an existing ``out`` is left untouched and the error is raised.
     """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        # A worker process is importing the caller's main module, which calls build_index at its top level:
+        # stop here, before any folder is made (the caller's own build reports the dead worker).
+        raise ConfigError("build_index called while a worker process starts: call it under "
+                          '`if __name__ == "__main__":`')
     started = time.time()
     indexes = _check_indexes(indexes)
     namespaces = sorted({int(n) for n in namespaces})
@@ -122,7 +127,7 @@ def build_index(
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, (WikigroundError, KeyboardInterrupt, SystemExit)) or not isinstance(exc, Exception):
             raise
-        raise BuildError(f"building {out} failed: {type(exc).__name__}: {exc}") from exc
+        raise BuildError(f"building {out} failed: {type(exc).__name__}: {exc}{_hint(exc)}") from exc
     counts = manifest["counts"]
     logger.info("built %s: %d pages, %d redirects, %d passages in %.1fs", out, counts["pages"],
                 counts["redirects"], counts["passages"], finished - started)
@@ -279,6 +284,18 @@ class _LazyPool:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _hint(exc: BaseException) -> str:
+    """What to do about a failure whose message alone does not say."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    if isinstance(exc, BrokenProcessPool):
+        # The usual cause: worker processes start by importing the caller's main module, and a script that
+        # calls build_index at its top level then calls it again in every worker.
+        return (" (a worker process died; a script that calls build_index must do so under "
+                "`if __name__ == \"__main__\":`, since worker processes import the main module, or pass workers=1)")
+    return ""
 
 
 def _dense_shards_dir(out: Path) -> Path:

@@ -222,3 +222,20 @@ def test_cli_reports_one_line_and_exit_code(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "Traceback" in proc.stderr and "missing.jsonl" in proc.stderr
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+def test_script_without_main_guard_is_told_why_its_workers_died(tmp_path):
+    """Worker processes import the caller's main module: a script calling build_index at top level kills them.
+    The error says so (instead of a bare BrokenProcessPool), and nothing is left behind."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from indexer.build import build_index\n"
+        f"build_index([{str(GENSIM_DUMP)!r}], {str(tmp_path / 'out')!r}, indexes=(), workers=2)\n",
+        encoding="utf-8",
+    )
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert proc.returncode != 0
+    assert "BrokenProcessPool" in proc.stderr and 'if __name__ == "__main__":' in proc.stderr
+    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
