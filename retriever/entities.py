@@ -145,7 +145,7 @@ _NAME_SUFFIXES = frozenset({"Jr", "Sr", "Inc", "Ltd", "Bros", "Corp"})
 def names_in(text: str) -> list[str]:
     """Capitalised names in a sentence, as ``find_mentions`` would see them unresolved: no dates or
     quantities, no adjectives of nationality, lists and quotes split (a "Town, Region" pair also kept
-    whole), possessives dropped."""
+    whole), possessives dropped; each followed by the names inside it (see ``_name_variants``)."""
     toks = _tokens(text)
     out: list[str] = []
     for i, j in capitalised_spans(toks):
@@ -160,10 +160,33 @@ def names_in(text: str) -> list[str]:
         # Wikipedia titles places "Town, Region" ("Southaven, Mississippi", "Casino, New South Wales"): two
         # names with only a comma between them are offered joined as well, before each alone.
         joined = [f"{a}, {b}" for a, b in zip(names, names[1:]) if f"{a}, {b}" in span]
-        for name in [*joined, *names]:
+        for name in [*joined, *(v for n in names for v in _name_variants(n))]:
             if name not in out:
                 out.append(name)
     return out
+
+
+# Words of rank before a name: "King George V" is titled "George V" (the live site redirects; a copy may not).
+_HONORIFICS = frozenset("""king queen emperor empress pope prince princess president sir dame lord lady saint
+    st. general senator governor chancellor""".split())
+
+
+def _name_variants(name: str) -> list[str]:
+    """A name, then the names inside it: "Nick Park of Aardman Animations" -> "Nick Park", "Aardman Animations"
+    (a person of an organisation: both sides two words or more), "King George V" -> "George V"."""
+    out = [name]
+    words_ = name.split()
+    m = _OF_SPLIT.search(name)
+    if m:
+        left, right = name[: m.start()], name[m.end():]
+        if len(left.split()) >= 2 and len(right.split()) >= 2:
+            out += [left, right]
+    if len(words_) >= 3 and words_[0].casefold() in _HONORIFICS:
+        out.append(" ".join(words_[1:]))
+    return out
+
+
+_OF_SPLIT = re.compile(r"\s+of\s+")
 
 
 def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, int]]:

@@ -225,3 +225,22 @@ def test_bridge_place_name_is_asked_for_as_town_comma_region(shared_data):
     with FakeWiki(pages) as w:
         result = fallback(w).retrieve(claim, ["Memphis Hustle"], k=5)
         assert "Southaven, Mississippi" in [p.title for p in result.pages]
+
+
+def test_bridge_names_inside_a_name_are_asked_for_too(shared_data):
+    """"created by Nick Park of Aardman Animations": the person and the company are names of their own, asked for
+    in the same request as the whole span; a rank word before a name is dropped ("King George V" -> "George V")."""
+    from fallback.fakewiki import pages_from_hotpot
+    from retriever.entities import names_in
+
+    names = names_in("a comedy series created by Nick Park of Aardman Animations.")
+    assert names == ["Nick Park of Aardman Animations", "Nick Park", "Aardman Animations"]
+    assert names_in("appointments by King George V to various orders") == ["King George V", "George V"]
+    assert names_in("at the University of Virginia and the Bank of America Plaza") == \
+        ["University of Virginia", "Bank of America Plaza"]  # one word before "of": one name, not split
+    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
+                              titles=["1925 Birthday Honours", "George V"])
+    with FakeWiki(pages) as w:
+        result = fallback(w).retrieve("In which year was the King who made the 1925 Birthday Honours born?",
+                                      ["1925 Birthday Honours"], k=5)
+        assert "George V" in [p.title for p in result.pages]
