@@ -114,7 +114,8 @@ def run_dataset(ds: Dataset, shared: Path, out: Path, *, limit: int | None = Non
     from fallback.fakewiki import FakeWiki
     from retriever.api import Retriever
 
-    local_jsonl, full_jsonl, remote = split_corpus(ds.rows(shared), out, ds.name)
+    rows = ds.rows(shared)  # read once: the split, the page counts and the name classes all use it
+    local_jsonl, full_jsonl, remote = split_corpus(rows, out, ds.name)
     build([local_jsonl], out / f"{ds.name}_half", indexes=INDEXES)
     build([full_jsonl], out / f"{ds.name}_full", indexes=INDEXES)
     claims = [json.loads(l) for l in (shared / "claims" / ds.claims_file).open(encoding="utf-8") if l.strip()][:limit]
@@ -124,7 +125,7 @@ def run_dataset(ds: Dataset, shared: Path, out: Path, *, limit: int | None = Non
     pages = ds.pages(shared, remote)
     all_local = [not any(is_remote(t) for t in c["gold_titles"]) for c in claims]
     report: dict[str, Any] = {"claims": len(claims), "all_local_claims": sum(all_local), "k": K,
-                              "local_pages": len(ds.rows(shared)) - len(remote), "remote_pages": len(pages)}
+                              "local_pages": len(rows) - len(remote), "remote_pages": len(pages)}
     texts = [c[ds.text_key] for c in claims]
     with Retriever.open(out / f"{ds.name}_full") as full:
         t0 = time.perf_counter()
@@ -160,7 +161,7 @@ def run_dataset(ds: Dataset, shared: Path, out: Path, *, limit: int | None = Non
             }
             if run == "first":
                 report["all_local_names"] = _name_classes(
-                    [r for r, a in zip(results, all_local) if a], ds.rows(shared), remote)
+                    [r for r, a in zip(results, all_local) if a], rows, remote)
                 report["examples_all_local_looked_up"] = [
                     {"claim": q, "missing": r.stats.get("missing_entities")}
                     for q, r, a in zip(texts, results, all_local) if a and r.stats.get("missing_entities")
