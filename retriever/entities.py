@@ -169,24 +169,22 @@ def names_in(text: str) -> list[str]:
 # Words of rank before a name: "King George V" is titled "George V" (the live site redirects; a copy may not).
 _HONORIFICS = frozenset("""king queen emperor empress pope prince princess president sir dame lord lady saint
     st. general senator governor chancellor""".split())
+_OF_SPLIT = re.compile(r"\s+of\s+")
 
 
 def _name_variants(name: str) -> list[str]:
     """A name, then the names inside it: "Nick Park of Aardman Animations" -> "Nick Park", "Aardman Animations"
     (a person of an organisation: both sides two words or more), "King George V" -> "George V"."""
     out = [name]
-    words_ = name.split()
     m = _OF_SPLIT.search(name)
     if m:
         left, right = name[: m.start()], name[m.end():]
         if len(left.split()) >= 2 and len(right.split()) >= 2:
             out += [left, right]
-    if len(words_) >= 3 and words_[0].casefold() in _HONORIFICS:
-        out.append(" ".join(words_[1:]))
+    parts = name.split()
+    if len(parts) >= 3 and parts[0].casefold() in _HONORIFICS:
+        out.append(" ".join(parts[1:]))
     return out
-
-
-_OF_SPLIT = re.compile(r"\s+of\s+")
 
 
 def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, int]]:
