@@ -40,6 +40,7 @@ class Mention:
     start: int  # character offsets in the claim
     end: int
     resolution: Resolution | None = None
+    quoted: bool = False  # a title in quotes ("Shut Up, Make Love"): one name, never split into pieces
 
     @property
     def resolved(self) -> bool:
@@ -91,14 +92,18 @@ def find_mentions(claim: str, store: Store, *, max_ngram: int = 8) -> list[Menti
         if stripped and stripped != s:
             variants.append(stripped)
         texts[(i, j)] = variants
+    quoted = quoted_titles(claim, toks)
+    for i, j, title in quoted:  # the title as quoted, punctuation and all, first; any length
+        texts[(i, j)] = list(dict.fromkeys([title, *texts.get((i, j), [])]))
+    quoted_at = {(i, j): title for i, j, title in quoted}
     resolved = store.resolve_titles([v for vs in texts.values() for v in vs])
 
     chosen: list[tuple[int, int, Resolution]] = []
     taken = [False] * len(toks)
-    # Longest span first; exact matches before loose ones; then leftmost.
+    # Quoted titles first, then the longest span; exact matches before loose ones; then leftmost.
     order = sorted(
         ((i, j, res) for (i, j), vs in texts.items() for v in vs if (res := resolved.get(v)) is not None),
-        key=lambda x: (-(x[1] - x[0]), not x[2].exact, x[0]),
+        key=lambda x: ((x[0], x[1]) not in quoted_at, -(x[1] - x[0]), not x[2].exact, x[0]),
     )
     for i, j, res in order:
         if any(taken[i:j]):
@@ -110,8 +115,18 @@ def find_mentions(claim: str, store: Store, *, max_ngram: int = 8) -> list[Menti
         for t in range(i, j):
             taken[t] = True
 
-    mentions = [Mention(claim[toks[i][1] : toks[j - 1][2]], toks[i][1], toks[j - 1][2], res) for i, j, res in chosen]
-    for i, j in capitalised_spans(toks):
+    mentions = []
+    for i, j, res in chosen:
+        text = quoted_at.get((i, j)) or claim[toks[i][1] : toks[j - 1][2]]  # "Livin' (And ... Love)" keeps its ")"
+        mentions.append(Mention(text, toks[i][1], toks[i][1] + len(text), res))
+    # A quoted title that resolves to nothing is one missing name, in place of the capitalised runs inside it
+    # ("Tunnels and Trolls", not "Tunnels" and "Trolls").
+    inside = [False] * len(toks)
+    for i, j, title in quoted:
+        if not all(taken[i:j]):
+            mentions.append(Mention(title, toks[i][1], toks[i][1] + len(title), None, quoted=True))
+            inside[i:j] = [True] * (j - i)
+    for i, j in _outside(capitalised_spans(toks), inside):
         text = claim[toks[i][1] : toks[j - 1][2]]
         key = normalize_title(_POSSESSIVE.sub("", text))
         if any(m.resolution is not None and normalize_title(m.text) == key for m in mentions):
@@ -121,6 +136,57 @@ def find_mentions(claim: str, store: Store, *, max_ngram: int = 8) -> list[Menti
         mentions.append(Mention(_POSSESSIVE.sub("", text), toks[i][1], toks[j - 1][2], None))
     mentions.sort(key=lambda m: (m.start, -m.end))
     return mentions
+
+
+def _outside(spans: list[tuple[int, int]], inside: list[bool]) -> list[tuple[int, int]]:
+    """The spans with the tokens of quoted titles cut out: Martin Patterson "Pat" Hingle -> the two outer runs."""
+    out: list[tuple[int, int]] = []
+    for i, j in spans:
+        k = i
+        while k < j:
+            if inside[k]:
+                k += 1
+                continue
+            start = k
+            while k < j and not inside[k]:
+                k += 1
+            out.append((start, k))
+    return out
+
+
+# A title in straight or curly double quotes, on one line.
+_QUOTED = re.compile(r'"([^"\n]{1,120})"|\u201c([^\u201d\n]{1,120})\u201d')
+# Punctuation of the sentence that American style puts inside the quotes ("... in the Way?", "... a Cause,").
+_QUOTE_TRAILING = re.compile(r"[\s?.,;:]+$")
+MAX_QUOTED_TOKENS = 16
+
+
+def quoted_titles(claim: str, toks: Sequence[tuple[str, int, int]] | None = None) -> list[tuple[int, int, str]]:
+    """Titles of works the claim quotes, as ``(first token, end token, title)``.
+
+    HotpotQA questions quote the films, songs and books they name, and such titles hold commas, colons and
+    lowercase words ("Shut Up, Make Love", "Old and in the Way", "Rebel Without a Cause"). A quoted span counts
+    as a title when it starts with a capital or a digit and at least half of its words other than function
+    words are capitalised: "Prince of tenors" is a name, "dwelling place of the dead" is a phrase.
+    """
+    toks = _tokens(claim) if toks is None else toks
+    out: list[tuple[int, int, str]] = []
+    for m in _QUOTED.finditer(claim):
+        group = 1 if m.group(1) is not None else 2
+        raw = m.group(group)
+        title = _QUOTE_TRAILING.sub("", raw.strip())
+        start = m.start(group) + (len(raw) - len(raw.lstrip()))
+        end = start + len(title)
+        inner = [k for k, t in enumerate(toks) if t[1] >= start and t[2] <= end]
+        if not title or not inner or len(inner) > MAX_QUOTED_TOKENS or toks[inner[0]][1] != start:
+            continue
+        content = [toks[k][0] for k in inner if toks[k][0].lower() not in STOPWORDS]
+        if not _is_cap(toks[inner[0]][0]) or not content:
+            continue
+        if 2 * sum(_is_cap(w) for w in content) < len(content):
+            continue
+        out.append((inner[0], inner[-1] + 1, title))
+    return out
 
 
 _DEMONYM = re.compile(r"(?:ican|ian|ean|ese|ish)$")
@@ -145,10 +211,16 @@ _NAME_SUFFIXES = frozenset({"Jr", "Sr", "Inc", "Ltd", "Bros", "Corp"})
 def names_in(text: str) -> list[str]:
     """Capitalised names in a sentence, as ``find_mentions`` would see them unresolved: no dates or
     quantities, no adjectives of nationality, lists and quotes split (a "Town, Region" pair also kept
-    whole), possessives dropped; each followed by the names inside it (see ``_name_variants``)."""
+    whole), possessives dropped; each followed by the names inside it (see ``_name_variants``). A quoted title
+    is one name (see ``quoted_titles``)."""
     toks = _tokens(text)
-    out: list[str] = []
-    for i, j in capitalised_spans(toks):
+    quoted = quoted_titles(text, toks)
+    inside = [False] * len(toks)
+    found: list[tuple[int, list[str]]] = []  # (token index, names), put in text order below
+    for i, j, title in quoted:
+        inside[i:j] = [True] * (j - i)
+        found.append((i, [title]))
+    for i, j in _outside(capitalised_spans(toks), inside):
         if _is_demonym_modifier(toks, i, j):
             continue
         end = toks[j - 1][2]
@@ -160,7 +232,10 @@ def names_in(text: str) -> list[str]:
         # Wikipedia titles places "Town, Region" ("Southaven, Mississippi", "Casino, New South Wales"): two
         # names with only a comma between them are offered joined as well, before each alone.
         joined = [f"{a}, {b}" for a, b in zip(names, names[1:]) if f"{a}, {b}" in span]
-        for name in [*joined, *(v for n in names for v in _name_variants(n))]:
+        found.append((i, [*joined, *(v for n in names for v in _name_variants(n))]))
+    out: list[str] = []
+    for _, names in sorted(found, key=lambda x: x[0]):
+        for name in names:
             if name not in out:
                 out.append(name)
     return out
@@ -346,7 +421,8 @@ def missing_entities(
     index has the pages the claim is about, and the other names are their context. A missing subject is
     always looked up, even when other pages mention it. A question is not about its first entity alone, so a
     local one does not stop the lookup of the others, and a missing one ("Who is older, X or Y?") is looked
-    up. A name that runs across a comma or quotes is judged, and returned, piece by piece.
+    up. A name that runs across a comma or quotes is judged, and returned, piece by piece; a quoted title
+    (see ``quoted_titles``) is one name.
     """
     items = [(t or "", x or "") for t, x in list(covered)[:depth]]
     if covered_text:
@@ -359,6 +435,8 @@ def missing_entities(
         return bool(key) and key in title_keys
 
     def pieces(m: Mention) -> list[str]:
+        if m.quoted:
+            return [m.text]
         return [p.strip() for p in _PIECES.split(m.text) if p and p.strip()] or [m.text]
 
     named = [m for m in mentions if not all(is_quantity(p) or not _name_words(p) for p in pieces(m))]

@@ -62,3 +62,36 @@ def test_a_subject_with_a_lowercase_head_noun_is_one_name(store, claim, name):
 ])
 def test_subject_extension_does_not_swallow_verbs_or_adverbs(store, claim, not_a_name):
     assert not_a_name not in [m.text for m in find_mentions(claim, store)]
+
+
+@pytest.mark.parametrize("question, title", [
+    ('What is the name for the adventure in "Tunnels and Trolls", a game designed by Ken St. Andre?',
+     "Tunnels and Trolls"),
+    ('Who wrote "Shut Up, Make Love"?', "Shut Up, Make Love"),                  # a comma inside the title
+    ('Which band recorded "Old and in the Way?"', "Old and in the Way"),        # the question mark is the question's
+    ("Who starred in \u201cRebel Without a Cause,\u201d in 1955?", "Rebel Without a Cause"),  # curly quotes
+    ('Which city did the "Prince of tenors" star in?', "Prince of tenors"),     # a nickname
+])
+def test_a_quoted_title_is_one_missing_name(store, question, title):
+    ms = find_mentions(question, store)
+    quoted = [m for m in ms if m.quoted]
+    assert [m.text for m in quoted] == [title]
+    assert question[quoted[0].start:quoted[0].end] == title
+    missing = missing_entities(ms, claim=question)
+    assert title in missing
+    # None of the words of the title is looked up on its own.
+    assert not [n for n in missing if n != title and n in title]
+
+
+def test_a_quoted_phrase_is_not_a_title_and_names_around_a_quoted_nickname_stay(store):
+    assert not [m for m in find_mentions('Is "dwelling place of the dead" a phrase of Aristotle?', store) if m.quoted]
+    ms = find_mentions('Martin Patterson "Pat" Hingle was an actor.', store)
+    assert [m.text for m in ms if not m.resolved] == ["Martin Patterson", "Pat", "Hingle"]
+
+
+def test_a_quoted_title_that_resolves_locally_is_one_resolved_mention(store):
+    ms = find_mentions('Who wrote "Arthur Schopenhauer and Aldous Huxley" in 1990?', store)
+    assert [m.text for m in ms if m.quoted] == ["Arthur Schopenhauer and Aldous Huxley"]  # unresolved as a whole
+    ms = find_mentions('Who wrote about "Arthur Schopenhauer" in 1900?', store)
+    assert [(m.text, m.resolution.title) for m in ms if m.resolved] == [("Arthur Schopenhauer", "Arthur Schopenhauer")]
+    assert not [m for m in ms if m.quoted or not m.resolved]

@@ -244,3 +244,20 @@ def test_bridge_names_inside_a_name_are_asked_for_too(shared_data):
         result = fallback(w).retrieve("In which year was the King who made the 1925 Birthday Honours born?",
                                       ["1925 Birthday Honours"], k=5)
         assert "George V" in [p.title for p in result.pages]
+
+
+def test_bridge_name_in_quotes_is_asked_for_as_one_title(shared_data):
+    """A quoted title in an intro ("Read It and Weep") is one bridge name, not the capitalised runs inside it
+    ("Read It", "Weep"), and the page under that title is fetched."""
+    from fallback.fakewiki import pages_from_hotpot
+    from retriever.entities import names_in
+
+    names = names_in('the Disney films "Stuck in the Suburbs" (2004) and "Read It and Weep" (2006), alongside Kay '
+                     'Panabaker')
+    assert names == ["Disney", "Stuck in the Suburbs", "Read It and Weep", "Kay Panabaker"]
+    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
+                              titles=["Danielle Panabaker", "Read It and Weep"])
+    claim = "In which 2006 Disney film did Danielle Panabaker star alongside her younger sister?"
+    with FakeWiki(pages) as w:
+        result = fallback(w).retrieve(claim, ["Danielle Panabaker"], k=5)
+        assert "Read It and Weep" in [p.title for p in result.pages]
