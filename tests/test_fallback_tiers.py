@@ -155,6 +155,15 @@ def test_search_folds_plurals_like_cirrussearch(small_wiki):
     assert "Polar bear" in [e.title for e in result.evidence]
 
 
+def pages_fetched(shared_data, titles: list[str], claim: str, missing: list[str]) -> list[str]:
+    """Titles of the pages a fallback run fetches from a FakeWiki holding these real HotpotQA pages."""
+    from fallback.fakewiki import pages_from_hotpot
+
+    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=titles)
+    with FakeWiki(pages) as w:
+        return [p.title for p in fallback(w).retrieve(claim, missing, k=5).pages]
+
+
 def test_bridge_names_in_a_found_intro_are_fetched(shared_data):
     """A bridge claim names one page; the page names the answer ("founded by Henry J. Kaiser"). The names in
     the intro's sentences closest to the claim are resolved in one request; the scorer keeps the relevant one."""
@@ -195,42 +204,33 @@ def test_bridge_names_in_the_local_context_are_fetched_with_the_same_request(sha
 def test_bridge_name_keeps_the_period_of_jr(shared_data):
     """Wikipedia titles keep the period of "Jr." ("Harry Connick Jr."): the bridge name found in an intro is
     asked for under that title, and the page is fetched."""
-    from fallback.fakewiki import pages_from_hotpot
     from retriever.entities import names_in
 
     assert names_in("The songs are performed by pianist Harry Connick Jr., who won a Grammy Award.")[0] == \
         "Harry Connick Jr."
     assert names_in("Warner Bros. released it in 1990")[0] == "Warner Bros."
-    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
-                              titles=["When Harry Met Sally... (soundtrack)", "Harry Connick Jr."])
     claim = ('The songs from the soundtrack to "When Harry Met Sally... (soundtrack)" are performed by a singer '
              "that has had how many top 20 US albums?")
-    with FakeWiki(pages) as w:
-        result = fallback(w).retrieve(claim, ["When Harry Met Sally... (soundtrack)"], k=5)
-        assert "Harry Connick Jr." in [p.title for p in result.pages]
+    soundtrack = "When Harry Met Sally... (soundtrack)"
+    assert "Harry Connick Jr." in pages_fetched(shared_data, [soundtrack, "Harry Connick Jr."], claim, [soundtrack])
 
 
 def test_bridge_place_name_is_asked_for_as_town_comma_region(shared_data):
     """Wikipedia titles places "Town, Region": a bridge name written so in an intro is asked for whole (a site
     without a redirect from "Southaven" still answers), and its parts stay names of their own."""
-    from fallback.fakewiki import pages_from_hotpot
     from retriever.entities import names_in
 
     names = names_in("Based in the Memphis suburb of Southaven, Mississippi, the team plays at the Landers Center.")
     assert names.index("Southaven, Mississippi") < names.index("Southaven")
     assert {"Memphis", "Mississippi", "Landers Center"} <= set(names)
-    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
-                              titles=["Memphis Hustle", "Southaven, Mississippi"])
     claim = "The Memphis Hustle are based in a suburb of a city with a population of what in 2010?"
-    with FakeWiki(pages) as w:
-        result = fallback(w).retrieve(claim, ["Memphis Hustle"], k=5)
-        assert "Southaven, Mississippi" in [p.title for p in result.pages]
+    assert "Southaven, Mississippi" in pages_fetched(shared_data, ["Memphis Hustle", "Southaven, Mississippi"], claim,
+                                                     ["Memphis Hustle"])
 
 
 def test_bridge_names_inside_a_name_are_asked_for_too(shared_data):
     """"created by Nick Park of Aardman Animations": the person and the company are names of their own, asked for
     in the same request as the whole span; a rank word before a name is dropped ("King George V" -> "George V")."""
-    from fallback.fakewiki import pages_from_hotpot
     from retriever.entities import names_in
 
     names = names_in("a comedy series created by Nick Park of Aardman Animations.")
@@ -238,26 +238,19 @@ def test_bridge_names_inside_a_name_are_asked_for_too(shared_data):
     assert names_in("appointments by King George V to various orders") == ["King George V", "George V"]
     assert names_in("at the University of Virginia and the Bank of America Plaza") == \
         ["University of Virginia", "Bank of America Plaza"]  # one word before "of": one name, not split
-    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
-                              titles=["1925 Birthday Honours", "George V"])
-    with FakeWiki(pages) as w:
-        result = fallback(w).retrieve("In which year was the King who made the 1925 Birthday Honours born?",
-                                      ["1925 Birthday Honours"], k=5)
-        assert "George V" in [p.title for p in result.pages]
+    claim = "In which year was the King who made the 1925 Birthday Honours born?"
+    assert "George V" in pages_fetched(shared_data, ["1925 Birthday Honours", "George V"], claim,
+                                       ["1925 Birthday Honours"])
 
 
 def test_bridge_name_in_quotes_is_asked_for_as_one_title(shared_data):
     """A quoted title in an intro ("Read It and Weep") is one bridge name, not the capitalised runs inside it
     ("Read It", "Weep"), and the page under that title is fetched."""
-    from fallback.fakewiki import pages_from_hotpot
     from retriever.entities import names_in
 
     names = names_in('the Disney films "Stuck in the Suburbs" (2004) and "Read It and Weep" (2006), alongside Kay '
                      'Panabaker')
     assert names == ["Disney", "Stuck in the Suburbs", "Read It and Weep", "Kay Panabaker"]
-    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
-                              titles=["Danielle Panabaker", "Read It and Weep"])
     claim = "In which 2006 Disney film did Danielle Panabaker star alongside her younger sister?"
-    with FakeWiki(pages) as w:
-        result = fallback(w).retrieve(claim, ["Danielle Panabaker"], k=5)
-        assert "Read It and Weep" in [p.title for p in result.pages]
+    assert "Read It and Weep" in pages_fetched(shared_data, ["Danielle Panabaker", "Read It and Weep"], claim,
+                                               ["Danielle Panabaker"])
