@@ -121,12 +121,10 @@ def find_mentions(claim: str, store: Store, *, max_ngram: int = 8) -> list[Menti
         mentions.append(Mention(text, toks[i][1], toks[i][1] + len(text), res))
     # A quoted title that resolves to nothing is one missing name, in place of the capitalised runs inside it
     # ("Tunnels and Trolls", not "Tunnels" and "Trolls").
-    inside = [False] * len(toks)
-    for i, j, title in quoted:
-        if not all(taken[i:j]):
-            mentions.append(Mention(title, toks[i][1], toks[i][1] + len(title), None, quoted=True))
-            inside[i:j] = [True] * (j - i)
-    for i, j in _outside(capitalised_spans(toks), inside):
+    unresolved = [(i, j) for i, j, _ in quoted if not all(taken[i:j])]
+    mentions += [Mention(quoted_at[(i, j)], toks[i][1], toks[i][1] + len(quoted_at[(i, j)]), None, quoted=True)
+                 for i, j in unresolved]
+    for i, j in _outside(capitalised_spans(toks), unresolved, len(toks)):
         text = claim[toks[i][1] : toks[j - 1][2]]
         key = normalize_title(_POSSESSIVE.sub("", text))
         if any(m.resolution is not None and normalize_title(m.text) == key for m in mentions):
@@ -138,8 +136,12 @@ def find_mentions(claim: str, store: Store, *, max_ngram: int = 8) -> list[Menti
     return mentions
 
 
-def _outside(spans: list[tuple[int, int]], inside: list[bool]) -> list[tuple[int, int]]:
-    """The spans with the tokens of quoted titles cut out: Martin Patterson "Pat" Hingle -> the two outer runs."""
+def _outside(spans: list[tuple[int, int]], cut: Sequence[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+    """The token spans with the token ranges ``cut`` (quoted titles; ``n`` tokens in all) taken out:
+    Martin Patterson "Pat" Hingle -> the two outer runs."""
+    inside = [False] * n
+    for i, j in cut:
+        inside[i:j] = [True] * (j - i)
     out: list[tuple[int, int]] = []
     for i, j in spans:
         k = i
@@ -215,12 +217,8 @@ def names_in(text: str) -> list[str]:
     is one name (see ``quoted_titles``)."""
     toks = _tokens(text)
     quoted = quoted_titles(text, toks)
-    inside = [False] * len(toks)
-    found: list[tuple[int, list[str]]] = []  # (token index, names), put in text order below
-    for i, j, title in quoted:
-        inside[i:j] = [True] * (j - i)
-        found.append((i, [title]))
-    for i, j in _outside(capitalised_spans(toks), inside):
+    found: list[tuple[int, list[str]]] = [(i, [title]) for i, _, title in quoted]  # (token index, names)
+    for i, j in _outside(capitalised_spans(toks), [(i, j) for i, j, _ in quoted], len(toks)):
         if _is_demonym_modifier(toks, i, j):
             continue
         end = toks[j - 1][2]
@@ -234,7 +232,7 @@ def names_in(text: str) -> list[str]:
         joined = [f"{a}, {b}" for a, b in zip(names, names[1:]) if f"{a}, {b}" in span]
         found.append((i, [*joined, *(v for n in names for v in _name_variants(n))]))
     out: list[str] = []
-    for _, names in sorted(found, key=lambda x: x[0]):
+    for _, names in sorted(found, key=lambda x: x[0]):  # text order
         for name in names:
             if name not in out:
                 out.append(name)
