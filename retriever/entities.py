@@ -30,8 +30,8 @@ STOPWORDS = frozenset(
 )
 _ARTICLES = frozenset({"the", "a", "an"})
 _AUXILIARIES = frozenset("is are was were has have had can could will would does do did may might must should shall".split())
-# Connectors allowed inside a capitalised span: "Alexander the Great", "Bank of America".
-_CONNECTORS = frozenset({"of", "the", "de", "la", "le", "von", "van", "der", "du", "da", "di", "&", "y", "del"})
+# Connectors allowed inside a capitalised span: "Alexander the Great", "Bank of America", "Roe v. Wade" (a case).
+_CONNECTORS = frozenset({"of", "the", "de", "la", "le", "von", "van", "der", "du", "da", "di", "&", "y", "del", "v"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,11 +195,24 @@ _DEMONYM = re.compile(r"(?:ican|ian|ean|ese|ish)$")
 _ADVERB = re.compile(r"(?:al|ent|ant|at|ous|iv|ab|ib|ful|ed|ing|u|s|c|r|n)ly$", re.IGNORECASE)
 
 
+_DEMONYM_QUALIFIERS = frozenset("""north south east west northern southern eastern western central northeastern
+    northwestern southeastern southwestern latin native new old ancient medieval modern classic classical early late
+    contemporary traditional colonial imperial""".split())
+
+
 def _is_demonym_modifier(toks: Sequence[tuple[str, int, int]], i: int, j: int) -> bool:
-    """ "American film actor", "Russian composer", "South Korean boy group": an adjective, not a name to look up."""
+    """ "American film actor", "Russian composer", "South Korean boy group": an adjective, not a name to look up.
+
+    Of two words, the first must qualify the adjective (a number, a compass point, "Latin", another demonym):
+    "Aram Avakian directed" is a name, since many surnames end like demonyms (Avakian, Babajian)."""
     last = toks[j - 1][0]
-    return (j - i <= 2 and j < len(toks) and bool(_DEMONYM.search(last)) and not _is_cap(toks[j][0])
-            and toks[j][0].lower() not in STOPWORDS)
+    if not (j - i <= 2 and j < len(toks) and bool(_DEMONYM.search(last)) and not _is_cap(toks[j][0])
+            and toks[j][0].lower() not in STOPWORDS):
+        return False
+    if j - i == 1:
+        return True
+    first = toks[i][0]
+    return first[:1].isdigit() or first.casefold() in _DEMONYM_QUALIFIERS or bool(_DEMONYM.search(first))
 
 
 def _is_adverb(tok: str) -> bool:
@@ -394,6 +407,19 @@ def _coordinated_groups(claim: str, entities: list[_Entity]) -> list[list[_Entit
     return groups
 
 
+# Words that make a question compare the entities it coordinates ("Are X and Y both ...?"); "X or Y" always does.
+_COMPARISON_CUES = re.compile(r"\b(?:both|same|share|shared|common|either|neither)\b", re.IGNORECASE)
+_OR = re.compile(r"\b(?:or|nor)\b", re.IGNORECASE)
+
+
+def _is_compared(claim: str, group: list[_Entity]) -> bool:
+    """Whether a question compares the coordinated entities of ``group`` (two or more)."""
+    if len(group) < 2 or not is_question(claim):
+        return False
+    joints = [claim[a[1]:b[0]] for a, b in zip(group, group[1:])]
+    return any(_OR.search(j) for j in joints) or bool(_COMPARISON_CUES.search(claim))
+
+
 def missing_entities(
     mentions: Sequence[Mention],
     *,
@@ -419,8 +445,9 @@ def missing_entities(
     index has the pages the claim is about, and the other names are their context. A missing subject is
     always looked up, even when other pages mention it. A question is not about its first entity alone, so a
     local one does not stop the lookup of the others, and a missing one ("Who is older, X or Y?") is looked
-    up. A name that runs across a comma or quotes is judged, and returned, piece by piece; a quoted title
-    (see ``quoted_titles``) is one name.
+    up; so is every entity a question compares ("X or Y", "Are X and Y both ..."), wherever it stands. A name
+    that runs across a comma or quotes is judged, and returned, piece by piece; a quoted title (see
+    ``quoted_titles``) is one name.
     """
     items = [(t or "", x or "") for t, x in list(covered)[:depth]]
     if covered_text:
@@ -435,7 +462,9 @@ def missing_entities(
     def pieces(m: Mention) -> list[str]:
         if m.quoted:
             return [m.text]
-        return [p.strip() for p in _PIECES.split(m.text) if p and p.strip()] or [m.text]
+        # "Paramount Pictures, Inc": the suffix after the comma is part of the name, not a name of its own.
+        return [p for p in (p.strip() for p in _PIECES.split(m.text)) if p and p.rstrip(".") not in _NAME_SUFFIXES] \
+            or [m.text]
 
     named = [m for m in mentions if not all(is_quantity(p) or not _name_words(p) for p in pieces(m))]
     is_local = {id(m): bool(m.resolved) or all(by_title(p) for p in pieces(m)) for m in named}
@@ -449,6 +478,10 @@ def missing_entities(
         if not is_question(claim) and all(local for _, _, local, _ in groups[0]):
             return []
         subjects = {id(m) for _, _, local, m in groups[0] if not local}
+        # A comparison ("Are X and Y both ...?", "Who is older, X or Y?") is about each entity it compares: one
+        # that the other's page merely mentions ("Lisa Raymond" in the intro of "Liezel Huber") still needs its own.
+        subjects |= {id(m) for group in groups[1:] if _is_compared(claim, group)
+                     for _, _, local, m in group if m is not None and not local}
 
     # Word sets of the evidence, for the text coverage below: built only past the subject-first check.
     item_words = [{fold_plural(w) for w in words(t)} | {fold_plural(w) for w in words(x)} for t, x in items]

@@ -64,6 +64,28 @@ def test_subject_extension_does_not_swallow_verbs_or_adverbs(store, claim, not_a
     assert not_a_name not in [m.text for m in find_mentions(claim, store)]
 
 
+@pytest.mark.parametrize("claim, name", [
+    ("What occupation do Chris Menges and Aram Avakian share?", "Aram Avakian"),   # a surname ending in -ian
+    ("Are both George Duran and Ara Babajian famous chefs?", "Ara Babajian"),
+])
+def test_a_name_ending_like_a_demonym_is_a_name(store, claim, name):
+    assert name in [m.text for m in find_mentions(claim, store)]
+
+
+def test_a_court_case_is_one_name(store):
+    ms = find_mentions("Rostker v. Goldberg held that the practice of what was constitutional?", store)
+    assert [m.text for m in ms] == ["Rostker v. Goldberg"]
+
+
+@pytest.mark.parametrize("claim, adjective", [
+    ("2014 S/S is the debut album of a South Korean boy group.", "Korean"),
+    ("Snatch is a 2000 British film by Guy Ritchie.", "British"),
+    ("Wilhelm Reich was an Austrian psychoanalyst.", "Austrian"),
+])
+def test_an_adjective_of_nationality_is_not_a_name(store, claim, adjective):
+    assert not [m.text for m in find_mentions(claim, store) if adjective in m.text and not m.resolved]
+
+
 @pytest.mark.parametrize("question, title", [
     ('What is the name for the adventure in "Tunnels and Trolls", a game designed by Ken St. Andre?',
      "Tunnels and Trolls"),

@@ -174,6 +174,8 @@ def test_text_coverage_needs_a_resolved_anchor():
     assert missing_entities([m("Somalia", True), m("Mogadishu")], covered=covered) == []
     # Pieces of a run across a comma are judged one by one; only the unknown piece is looked up.
     assert missing_entities([m("Somalia", True), m("Mogadishu, Kismayo")], covered=covered) == ["Kismayo"]
+    # ...but a company suffix after the comma is no name of its own.
+    assert missing_entities([m("United States v. Paramount Pictures, Inc")]) == ["United States v. Paramount Pictures"]
 
 
 def at(claim: str, text: str, resolved: bool = False) -> Mention:
@@ -213,3 +215,21 @@ def test_title_match_is_up_to_the_disambiguator_not_any_subset():
     covered = [("One Hundred Years of Solitude", "A novel."), ("Jamie Harris (actor)", "An English actor.")]
     assert missing_entities([m("Hundred Years")], covered=covered) == ["Hundred Years"]
     assert missing_entities([m("Jamie Harris")], covered=covered) == []
+
+
+def test_every_entity_a_question_compares_needs_its_own_page():
+    # Real HotpotQA question; the local intro of one compared entity mentions the other in passing.
+    claim = "Who has won more Grand Slam women's doubles titles, Lisa Raymond or Liezel Huber?"
+    covered = [("Liezel Huber", "Huber has won four Grand Slam titles in women's doubles with partner Cara Black, "
+                                "one with Lisa Raymond, and two mixed doubles titles with Bob Bryan.")]
+    ms = [at(claim, "Grand Slam", True), at(claim, "Lisa Raymond"), at(claim, "Liezel Huber", True)]
+    assert missing_entities(ms, claim=claim, covered=covered) == ["Lisa Raymond"]
+    # "both" makes "X and Y" a comparison too.
+    claim = "Are Liezel Huber and Lisa Raymond both tennis players?"
+    ms = [at(claim, "Liezel Huber", True), at(claim, "Lisa Raymond")]
+    assert missing_entities(ms, claim=claim, covered=covered) == ["Lisa Raymond"]
+    # A coordination that compares nothing is context: the mention in the local intro covers it.
+    claim = "Which Grand Slam title did Liezel Huber win with Cara Black and Lisa Raymond?"
+    ms = [at(claim, "Grand Slam", True), at(claim, "Liezel Huber", True), at(claim, "Cara Black"),
+          at(claim, "Lisa Raymond")]
+    assert missing_entities(ms, claim=claim, covered=covered) == []
