@@ -374,7 +374,9 @@ def _title_anchors(claim: str, titles: Sequence[str]) -> list[tuple[int, int]]:
     return out
 
 
-_COORDINATION = re.compile(r"^\s*(?:,|;|&|and|or|nor|vs\.?|versus|as well as|,\s*and|,\s*or)?\s*(?:the\s+)?$", re.IGNORECASE)
+# What stands between coordinated entities, quotes around titles included ('"Cooking Light" and "Vibe"').
+_COORDINATION = re.compile(r"^[\s\"\u201c\u201d]*(?:,|;|&|and|or|nor|vs\.?|versus|as well as|,\s*and|,\s*or)?"
+                           r"[\s\"\u201c\u201d]*(?:the\s+)?$", re.IGNORECASE)
 _QUESTION_WORDS = frozenset("what which who whom whose when where why how is are was were do does did can could".split())
 
 
@@ -387,6 +389,16 @@ def _title_key(text: str) -> frozenset[str]:
     """A name's words for matching a title: no function words, plurals folded, numbers kept
     ("1925 Birthday Honours" is not "1951 Birthday Honours")."""
     return frozenset(fold_plural(w) for w in words(text) if w not in STOPWORDS)
+
+
+_WORD_CASED = re.compile(r"\w+", re.UNICODE)
+
+
+def _capitalised_function_words(text: str) -> set[str]:
+    """Function words a name capitalises, so a title must have them too: "Camel Up" is not "Camel" (articles
+    aside: "The Futureheads" is "Futureheads")."""
+    return {w.casefold() for w in _WORD_CASED.findall(text)
+            if w[:1].isupper() and w.casefold() in STOPWORDS and w.casefold() not in _ARTICLES}
 
 
 _Entity = tuple[int, int, bool, Any]  # (start, end, is local, mention or None)
@@ -453,11 +465,17 @@ def missing_entities(
     if covered_text:
         items.append(("", covered_text))
     titles = [t for t, _ in items if t]
-    title_keys = {_title_key(strip_disambiguator(t)) for t in titles}
+    title_words: dict[frozenset[str], list[set[str]]] = {}
+    for t in titles:
+        base = strip_disambiguator(t)
+        title_words.setdefault(_title_key(base), []).append(set(words(base)))
 
     def by_title(piece: str) -> bool:
         key = _title_key(piece)
-        return bool(key) and key in title_keys
+        if not key or key not in title_words:
+            return False
+        caps = _capitalised_function_words(piece)
+        return any(caps <= ws for ws in title_words[key])
 
     def pieces(m: Mention) -> list[str]:
         if m.quoted:

@@ -233,3 +233,17 @@ def test_every_entity_a_question_compares_needs_its_own_page():
     ms = [at(claim, "Grand Slam", True), at(claim, "Liezel Huber", True), at(claim, "Cara Black"),
           at(claim, "Lisa Raymond")]
     assert missing_entities(ms, claim=claim, covered=covered) == []
+    # Quoted titles coordinate like bare names.
+    claim = 'Are both "Cooking Light" and "Vibe" magazines?'
+    covered = [("Cooking Light", "Cooking Light is an American food magazine, read like Vibe by many.")]
+    ms = [at(claim, "Cooking Light", True), at(claim, "Vibe")]
+    assert missing_entities(ms, claim=claim, covered=covered) == ["Vibe"]
+
+
+def test_a_title_match_keeps_the_function_words_a_name_capitalises():
+    covered = [("Camel", "A camel is an even-toed ungulate."), ("Tunnels & Trolls", "A role-playing game."),
+               ("I'd Come for You", "A single by Nickelback.")]
+    # "Up" is part of the name "Camel Up" (a board game): the page "Camel" is not its page.
+    assert missing_entities([m("Camel Up")], covered=covered) == ["Camel Up"]
+    # Lower-case function words may differ or be missing from the name as written.
+    assert missing_entities([m("Tunnels and Trolls"), m("I'd Come")], covered=covered) == []
