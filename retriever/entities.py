@@ -282,6 +282,10 @@ def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, i
         if not _is_cap(tok) or (i == 0 and tok.lower() in STOPWORDS):
             i += 1
             continue
+        # "Frequently, French Indochina ...": a sentence-initial adverb set off by a comma is not part of a name.
+        if i == 0 and n > 1 and _is_adverb(tok) and toks[1][1] - toks[0][2] > 1:
+            i += 1
+            continue
         j = i + 1
         while j < n:
             if _is_cap(toks[j][0]):
@@ -298,13 +302,18 @@ def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, i
                 and not _is_adverb(toks[j][0]) and toks[j + 1][0].lower() in _AUXILIARIES
                 and not _POSSESSIVE.search(toks[j - 1][0])):
             j += 1
+        # "Are both Jim McBride and Neil Jordan American?": an adjective of nationality ending the sentence is
+        # said of the name before it, not part of it (a two-word run is left alone: "... by Aram Avakian.").
+        after = j
+        if j - i >= 3 and j == n and _DEMONYM.search(toks[j - 1][0]):
+            j -= 1
         # A lone capitalised word at the start of the claim is usually just sentence case ("The", "Frequently",
         # "Part of the Hindu Kush ...": a name would continue with a capitalised word after "of").
         if not (j - i == 1 and i == 0 and (toks[i][0].lower() in STOPWORDS or _is_adverb(toks[i][0])
                                            or (j < n and toks[j][0] == "of"))):
             if not (j - i == 1 and tok.isdigit()):
                 out.append((i, j))
-        i = j
+        i = after
     return out
 
 

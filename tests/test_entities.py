@@ -59,6 +59,7 @@ def test_a_subject_with_a_lowercase_head_noun_is_one_name(store, claim, name):
     ("Aristotle studied at Plato's Academy.", "Aristotle studied"),   # a verb, not a head noun
     ("Tablet computers use touchscreens.", "Tablet computers use"),
     ("Frequently, French Indochina is abbreviated.", "Frequently"),    # sentence-initial adverb
+    ("Frequently, French Indochina is abbreviated.", "Frequently, French Indochina"),  # ...set off by a comma
 ])
 def test_subject_extension_does_not_swallow_verbs_or_adverbs(store, claim, not_a_name):
     assert not_a_name not in [m.text for m in find_mentions(claim, store)]
@@ -70,6 +71,13 @@ def test_subject_extension_does_not_swallow_verbs_or_adverbs(store, claim, not_a
 ])
 def test_a_name_ending_like_a_demonym_is_a_name(store, claim, name):
     assert name in [m.text for m in find_mentions(claim, store)]
+
+
+def test_an_adjective_of_nationality_ending_a_question_is_not_part_of_the_name(store):
+    ms = find_mentions("Are both Aldous Huxley and Arthur Schopenhauer Italian?", store)
+    assert [m.text for m in ms] == ["Aldous Huxley", "Arthur Schopenhauer"]
+    # A two-word name that ends like a demonym stays whole at the end of a sentence.
+    assert [m.text for m in find_mentions("The film was directed by Aram Avakian.", store)] == ["Aram Avakian"]
 
 
 def test_a_court_case_is_one_name(store):
