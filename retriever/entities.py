@@ -519,7 +519,7 @@ def missing_entities(
             return True
         if id(m) in subjects:  # the claim is about it: other pages mentioning it are not its page
             return False
-        name = _name_words(piece)
+        name = _title_key(piece)  # numbers count here: "888 7th Avenue" is not covered by "655 Park Avenue"
         return anchored and (any(name <= iw for iw in item_words) or any(piece.casefold() in low for low in lowered))
 
     out: list[str] = []

@@ -174,6 +174,10 @@ def test_text_coverage_needs_a_resolved_anchor():
     assert missing_entities([m("Somalia", True), m("Mogadishu")], covered=covered) == []
     # Pieces of a run across a comma are judged one by one; only the unknown piece is looked up.
     assert missing_entities([m("Somalia", True), m("Mogadishu, Kismayo")], covered=covered) == ["Kismayo"]
+    # The numbers in a name count: another address on the same avenue does not cover it.
+    covered = [("655 Park Avenue", "655 Park Avenue is a building on Park Avenue, near 7th Avenue.")]
+    assert missing_entities([m("Park Avenue", True), m("888 7th Avenue")], covered=covered) == ["888 7th Avenue"]
+    assert missing_entities([m("Park Avenue", True), m("655 Park Avenue")], covered=covered) == []
     # ...but a company suffix after the comma is no name of its own.
     assert missing_entities([m("United States v. Paramount Pictures, Inc")]) == ["United States v. Paramount Pictures"]
 
