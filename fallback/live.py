@@ -126,7 +126,7 @@ class _Candidate:
     url: str | None
     fetched_at: str | None
     score: float = 0.0
-    named: bool = False  # the intro of a page the claim names (a missing entity's own title)
+    named: bool = False  # kept whatever its score: the intro of a page the claim names or of a bridge page
 
 
 def same_name(name: str, title: str, *, min_ratio: float = 0.85) -> bool:
@@ -211,7 +211,9 @@ class LiveFallback:
             if run.done():
                 break
         # A page the claim names is evidence about that entity even when its intro shares few words with
-        # the claim; anything else must pass the relevance threshold.
+        # the claim, and so is a bridge page (the second hop, named by the sentence of a page that is closest to
+        # the claim: "Kelly Osbourne" for "What British singer-songwriter hosted the 16th Annual Young Hollywood
+        # Awards?"); anything else must pass the relevance threshold.
         relevant = sorted((c for c in run.candidates if c.score >= self.min_relevance or c.named),
                           key=lambda c: (-c.score, c.attempt, c.title, c.section))
         evidence = tuple(
@@ -338,7 +340,7 @@ class _Run:
     def _bridges(self) -> None:
         """The second hop of a bridge claim: names in the sentences, closest to the claim, of the best pages so
         far ("Kaiser Ventures ... was founded by an American industrialist": the intro of "Kaiser Ventures"
-        names "Henry J. Kaiser"). One request resolves them all; the scorer decides which are evidence."""
+        names "Henry J. Kaiser"). One request resolves them all; every page found is evidence, ranked by the scorer."""
         claim_words = set(content_words(self.claim))
         claim_key = f" {normalize_title(self.claim)} "
         names: list[str] = []
@@ -356,7 +358,7 @@ class _Run:
             return
         for info in self._intros(list(dict.fromkeys(names))[:BRIDGE_TITLES]).values():
             if not (info.missing or info.invalid or info.is_disambiguation):
-                self._add_page(info, None)  # found for the claim, not a page about one of its missing names
+                self._add_page(info, None, named=True)  # found for the claim, not for one of its missing names
 
     def _disambiguate(self, info: PageInfo, entity: str | None) -> None:
         """Follow the disambiguation option whose intro best matches the claim."""

@@ -166,7 +166,7 @@ def pages_fetched(shared_data, titles: list[str], claim: str, missing: list[str]
 
 def test_bridge_names_in_a_found_intro_are_fetched(shared_data):
     """A bridge claim names one page; the page names the answer ("founded by Henry J. Kaiser"). The names in
-    the intro's sentences closest to the claim are resolved in one request; the scorer keeps the relevant one."""
+    the intro's sentences closest to the claim are resolved in one request; the scorer ranks what they find."""
     from fallback.fakewiki import pages_from_hotpot
 
     pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
@@ -180,6 +180,27 @@ def test_bridge_names_in_a_found_intro_are_fetched(shared_data):
         lookups = [r.params.get("titles", "") for r in w.requests if r.params.get("titles")]
         bridge_lookup = [t for t in lookups if "Henry J. Kaiser" in t.split("|")]
         assert len(bridge_lookup) == 1 and len(bridge_lookup[0].split("|")) > 1  # all names in one request
+
+
+def test_a_bridge_page_is_evidence_even_when_its_intro_shares_few_words_with_the_claim(shared_data):
+    """The second hop answers the part of the question the first page does not: "Kelly Osbourne", named by the
+    local page "2014 Young Hollywood Awards" ("Kelly Osbourne hosted the show"), shares only "British
+    singer-songwriter" with the question, yet it is the page the question asks for."""
+    from fallback.fakewiki import pages_from_hotpot
+
+    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    local = pages_from_hotpot(corpus, titles=["2014 Young Hollywood Awards"])["2014 Young Hollywood Awards"]
+    remote = pages_from_hotpot(corpus, titles=["Kelly Osbourne", "Justin Bieber", "Vanessa Hudgens"])
+    claim = "What British singer-songwriter hosted the 16th Annual Young Hollywood Awards?"
+    with FakeWiki(remote) as w:
+        result = fallback(w).retrieve(claim, ["16th Annual Young Hollywood Awards"], k=5,
+                                      context=[(local.title, local.intro)])
+    assert "Kelly Osbourne" in [e.title for e in result.evidence]
+    assert result.status == "EVIDENCE_FOUND_WIKIPEDIA"
+    found = {e.title: e for e in result.evidence}
+    assert found["Kelly Osbourne"].retrieved_for_entity is None  # found for the claim, not for a missing name
+    # Every page the hop finds is evidence, ranked by the scorer: the singer-songwriter first.
+    assert [e.title for e in result.evidence][0] == "Kelly Osbourne"
 
 
 def test_bridge_names_in_the_local_context_are_fetched_with_the_same_request(shared_data):
