@@ -191,7 +191,14 @@ def quoted_titles(claim: str, toks: Sequence[tuple[str, int, int]] | None = None
     return out
 
 
-_DEMONYM = re.compile(r"(?:ican|ian|ean|ese|ish)$")
+_DEMONYM_ENDING = re.compile(r"(?:ican|ian|ean|ese|ish)$")
+# Adjectives of nationality that end otherwise.
+_DEMONYM_WORDS = frozenset("""german french dutch greek thai swiss welsh czech slovak soviet iraqi israeli pakistani
+    saudi kuwaiti somali nepali bangladeshi afghan arab arabic norse""".split())
+
+
+def _is_demonym(tok: str) -> bool:
+    return bool(_DEMONYM_ENDING.search(tok)) or tok.casefold() in _DEMONYM_WORDS
 _ADVERB = re.compile(r"(?:al|ent|ant|at|ous|iv|ab|ib|ful|ed|ing|u|s|c|r|n)ly$", re.IGNORECASE)
 
 
@@ -200,19 +207,24 @@ _DEMONYM_QUALIFIERS = frozenset("""north south east west northern southern easte
     contemporary traditional colonial imperial""".split())
 
 
+# Nouns that make a demonym part of a name: "the Greek language", "the Yoruba people".
+_NAMED_BY_DEMONYM = frozenset({"language", "languages", "people", "peoples"})
+
+
 def _is_demonym_modifier(toks: Sequence[tuple[str, int, int]], i: int, j: int) -> bool:
-    """ "American film actor", "Russian composer", "South Korean boy group": an adjective, not a name to look up.
+    """ "American film actor", "Russian composer", "South Korean boy group": an adjective, not a name to look up
+    ("the Greek language" names a page, though).
 
     Of two words, the first must qualify the adjective (a number, a compass point, "Latin", another demonym):
     "Aram Avakian directed" is a name, since many surnames end like demonyms (Avakian, Babajian)."""
     last = toks[j - 1][0]
-    if not (j - i <= 2 and j < len(toks) and bool(_DEMONYM.search(last)) and not _is_cap(toks[j][0])
-            and toks[j][0].lower() not in STOPWORDS):
+    if not (j - i <= 2 and j < len(toks) and _is_demonym(last) and not _is_cap(toks[j][0])
+            and toks[j][0].lower() not in STOPWORDS and toks[j][0].lower() not in _NAMED_BY_DEMONYM):
         return False
     if j - i == 1:
         return True
     first = toks[i][0]
-    return first[:1].isdigit() or first.casefold() in _DEMONYM_QUALIFIERS or bool(_DEMONYM.search(first))
+    return first[:1].isdigit() or first.casefold() in _DEMONYM_QUALIFIERS or _is_demonym(first)
 
 
 def _is_adverb(tok: str) -> bool:
@@ -305,7 +317,7 @@ def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, i
         # "Are both Jim McBride and Neil Jordan American?": an adjective of nationality ending the sentence is
         # said of the name before it, not part of it (a two-word run is left alone: "... by Aram Avakian.").
         after = j
-        if j - i >= 3 and j == n and _DEMONYM.search(toks[j - 1][0]):
+        if j - i >= 3 and j == n and _is_demonym(toks[j - 1][0]):
             j -= 1
         # A lone capitalised word at the start of the claim is usually just sentence case ("The", "Frequently",
         # "Part of the Hindu Kush ...": a name would continue with a capitalised word after "of").

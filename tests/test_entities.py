@@ -73,6 +73,10 @@ def test_a_name_ending_like_a_demonym_is_a_name(store, claim, name):
     assert name in [m.text for m in find_mentions(claim, store)]
 
 
+def test_a_language_or_people_is_named_by_its_adjective(store):
+    assert "Greek" in [m.text for m in find_mentions("At least 13.2 million people speak the Greek language.", store)]
+
+
 def test_an_adjective_of_nationality_ending_a_question_is_not_part_of_the_name(store):
     ms = find_mentions("Are both Aldous Huxley and Arthur Schopenhauer Italian?", store)
     assert [m.text for m in ms] == ["Aldous Huxley", "Arthur Schopenhauer"]
@@ -89,6 +93,8 @@ def test_a_court_case_is_one_name(store):
     ("2014 S/S is the debut album of a South Korean boy group.", "Korean"),
     ("Snatch is a 2000 British film by Guy Ritchie.", "British"),
     ("Wilhelm Reich was an Austrian psychoanalyst.", "Austrian"),
+    ("What type of forum did a former Soviet statesman initiate?", "Soviet"),   # not ending like one
+    ("Which German project recorded a song?", "German"),
 ])
 def test_an_adjective_of_nationality_is_not_a_name(store, claim, adjective):
     assert not [m.text for m in find_mentions(claim, store) if adjective in m.text and not m.resolved]
