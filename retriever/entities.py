@@ -285,6 +285,19 @@ def _name_variants(name: str) -> list[str]:
     return out
 
 
+_PARTICIPLE = re.compile(r"(?:ing|ed)$")
+
+
+def _is_participle_opening(toks: Sequence[tuple[str, int, int]]) -> bool:
+    """ "According to ...", "Considered the strongest ...", "Born on 6 March 1937, ...": the first word is a
+    participle when a function word other than an auxiliary follows it ("Beijing is", "Reading is" are names)."""
+    first = toks[0][0]
+    if len(toks) < 2 or not (first.casefold() == "born" or (len(first) > 4 and _PARTICIPLE.search(first))):
+        return False
+    nxt = toks[1][0]
+    return nxt.islower() and nxt in STOPWORDS and nxt not in _AUXILIARIES
+
+
 def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, int]]:
     """Maximal runs of capitalised tokens, joined by connectors ("Alexander the Great")."""
     out: list[tuple[int, int]] = []
@@ -320,9 +333,10 @@ def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, i
         if j - i >= 3 and j == n and _is_demonym(toks[j - 1][0]):
             j -= 1
         # A lone capitalised word at the start of the claim is usually just sentence case ("The", "Frequently",
-        # "Part of the Hindu Kush ...": a name would continue with a capitalised word after "of").
+        # "Part of the Hindu Kush ...": a name would continue with a capitalised word after "of"; "According to",
+        # "Born on": a participle opening the sentence).
         if not (j - i == 1 and i == 0 and (toks[i][0].lower() in STOPWORDS or _is_adverb(toks[i][0])
-                                           or (j < n and toks[j][0] == "of"))):
+                                           or (j < n and toks[j][0] == "of") or _is_participle_opening(toks))):
             if not (j - i == 1 and tok.isdigit()):
                 out.append((i, j))
         i = after
@@ -355,12 +369,17 @@ def strip_disambiguator(title: str) -> str:
 
 
 def _name_words(text: str) -> set[str]:
-    """A mention's identifying words: no function words, no dates or numbers, plurals folded."""
+    """A mention's identifying words: no function words, no dates or numbers, plurals folded. A name made only
+    of function words, all capitalised ("For Against", "The Who"), is its words."""
     out = set()
     for w in words(text):
         if w in STOPWORDS or w in _CALENDAR or _QUANTITY_TOKEN.match(w):
             continue
         out.add(fold_plural(w))
+    if not out:
+        toks = _WORD_CASED.findall(text)
+        if len(toks) >= 2 and all(t[:1].isupper() for t in toks) and all(t.casefold() in STOPWORDS for t in toks):
+            out = {t.casefold() for t in toks}
     return out
 
 
@@ -531,7 +550,8 @@ def missing_entities(
             return True
         if id(m) in subjects:  # the claim is about it: other pages mentioning it are not its page
             return False
-        name = _title_key(piece)  # numbers count here: "888 7th Avenue" is not covered by "655 Park Avenue"
+        # Numbers count here: "888 7th Avenue" is not covered by "655 Park Avenue".
+        name = _title_key(piece) or frozenset(_name_words(piece))
         return anchored and (any(name <= iw for iw in item_words) or any(piece.casefold() in low for low in lowered))
 
     out: list[str] = []

@@ -60,6 +60,8 @@ def test_a_subject_with_a_lowercase_head_noun_is_one_name(store, claim, name):
     ("Tablet computers use touchscreens.", "Tablet computers use"),
     ("Frequently, French Indochina is abbreviated.", "Frequently"),    # sentence-initial adverb
     ("Frequently, French Indochina is abbreviated.", "Frequently, French Indochina"),  # ...set off by a comma
+    ("According to the 2001 census, what was the population of Aristotle's city?", "According"),  # a participle
+    ("Born on 6 March 1937, this man was also a citizen of Greece.", "Born"),
 ])
 def test_subject_extension_does_not_swallow_verbs_or_adverbs(store, claim, not_a_name):
     assert not_a_name not in [m.text for m in find_mentions(claim, store)]
@@ -82,6 +84,15 @@ def test_an_adjective_of_nationality_ending_a_question_is_not_part_of_the_name(s
     assert [m.text for m in ms] == ["Aldous Huxley", "Arthur Schopenhauer"]
     # A two-word name that ends like a demonym stays whole at the end of a sentence.
     assert [m.text for m in find_mentions("The film was directed by Aram Avakian.", store)] == ["Aram Avakian"]
+
+
+def test_a_name_made_of_function_words_is_a_name(store):
+    claim = "Are Aldous Huxley and For Against both from England?"
+    ms = find_mentions(claim, store)
+    assert "For Against" in [m.text for m in ms]
+    assert "For Against" in missing_entities(ms, claim=claim, covered=[("Aldous Huxley", "Huxley was against ...")])
+    # A participle opens the sentence only before a function word: "Reading is a town" names Reading.
+    assert "Reading" in [m.text for m in find_mentions("Reading is a town in Berkshire.", store)]
 
 
 def test_a_court_case_is_one_name(store):
