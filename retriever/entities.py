@@ -377,7 +377,7 @@ def _name_words(text: str) -> set[str]:
             continue
         out.add(fold_plural(w))
     if not out:
-        toks = _WORD_CASED.findall(text)
+        toks = _WORD_AT.findall(text)
         if len(toks) >= 2 and all(t[:1].isupper() for t in toks) and all(t.casefold() in STOPWORDS for t in toks):
             out = {t.casefold() for t in toks}
     return out
@@ -431,13 +431,10 @@ def _title_key(text: str) -> frozenset[str]:
     return frozenset(fold_plural(w) for w in words(text) if w not in STOPWORDS)
 
 
-_WORD_CASED = re.compile(r"\w+", re.UNICODE)
-
-
 def _capitalised_function_words(text: str) -> set[str]:
     """Function words a name capitalises, so a title must have them too: "Camel Up" is not "Camel" (articles
     aside: "The Futureheads" is "Futureheads")."""
-    return {w.casefold() for w in _WORD_CASED.findall(text)
+    return {w.casefold() for w in _WORD_AT.findall(text)
             if w[:1].isupper() and w.casefold() in STOPWORDS and w.casefold() not in _ARTICLES}
 
 
