@@ -126,7 +126,7 @@ class _Candidate:
     url: str | None
     fetched_at: str | None
     score: float = 0.0
-    named: bool = False  # kept whatever its score: the intro of a page the claim names or of a bridge page
+    keep: bool = False  # evidence whatever its score: the intro of a page the claim names or of a bridge page
 
 
 def same_name(name: str, title: str, *, min_ratio: float = 0.85) -> bool:
@@ -214,7 +214,7 @@ class LiveFallback:
         # the claim, and so is a bridge page (the second hop, named by the sentence of a page that is closest to
         # the claim: "Kelly Osbourne" for "What British singer-songwriter hosted the 16th Annual Young Hollywood
         # Awards?"); anything else must pass the relevance threshold.
-        relevant = sorted((c for c in run.candidates if c.score >= self.min_relevance or c.named),
+        relevant = sorted((c for c in run.candidates if c.score >= self.min_relevance or c.keep),
                           key=lambda c: (-c.score, c.attempt, c.title, c.section))
         evidence = tuple(
             Evidence(title=c.title, page_id=c.pageid, passage_id=None, section=c.section, evidence_text=c.text,
@@ -253,7 +253,7 @@ class _Run:
             elif info.is_disambiguation:
                 self._disambiguate(info, entity)
             else:
-                self._add_page(info, entity, named=True)
+                self._add_page(info, entity, keep=True)
         # A name with no page of its own is searched for by itself, as a reader would type it into the search
         # box: this finds "Philip Glass" for "Phillip Glass" (via the suggestion), "Polar bear" for "Polar bears".
         for entity in unmatched:
@@ -335,7 +335,7 @@ class _Run:
             else:
                 # The top hit for a name alone, titled like it, is that name's page ("Phillip Glass" -> "Philip
                 # Glass"): evidence about the entity even when its intro shares few words with the claim.
-                self._add_page(info, for_entity, named=rank == 0 and entity is not None and same_name(entity, info.title))
+                self._add_page(info, for_entity, keep=rank == 0 and entity is not None and same_name(entity, info.title))
 
     def _bridges(self) -> None:
         """The second hop of a bridge claim: names in the sentences, closest to the claim, of the best pages so
@@ -358,7 +358,7 @@ class _Run:
             return
         for info in self._intros(list(dict.fromkeys(names))[:BRIDGE_TITLES]).values():
             if not (info.missing or info.invalid or info.is_disambiguation):
-                self._add_page(info, None, named=True)  # found for the claim, not for one of its missing names
+                self._add_page(info, None, keep=True)  # found for the claim, not for one of its missing names
 
     def _disambiguate(self, info: PageInfo, entity: str | None) -> None:
         """Follow the disambiguation option whose intro best matches the claim."""
@@ -378,7 +378,7 @@ class _Run:
             self.state.disambiguated[entity] = best.title
         self._add_page(best, entity)
 
-    def _add_page(self, info: PageInfo, entity: str | None, *, named: bool = False) -> None:
+    def _add_page(self, info: PageInfo, entity: str | None, *, keep: bool = False) -> None:
         if info.title in self.pages:
             return
         self.pages[info.title] = dict(title=info.title, pageid=info.pageid, rev_id=info.rev_id, url=info.url,
@@ -387,7 +387,7 @@ class _Run:
                                       attempt=self.state.attempts)
         for i, piece in enumerate(chunk_text(info.extract or "")):
             self.candidates.append(_Candidate(info.title, "", piece, entity, self.state.attempts, info.pageid,
-                                              info.rev_id, info.url, info.fetched_at, named=named and i == 0))
+                                              info.rev_id, info.url, info.fetched_at, keep=keep and i == 0))
 
     def _sections(self, title: str) -> PageSections:
         """A page's section list, asked for once per claim (attempts 2 and 3 both need it)."""

@@ -195,20 +195,17 @@ _DEMONYM_ENDING = re.compile(r"(?:ican|ian|ean|ese|ish)$")
 # Adjectives of nationality that end otherwise.
 _DEMONYM_WORDS = frozenset("""german french dutch greek thai swiss welsh czech slovak soviet iraqi israeli pakistani
     saudi kuwaiti somali nepali bangladeshi afghan arab arabic norse""".split())
+# Words that qualify a demonym in a two-word adjective ("South Korean", "Ancient Greek").
+_DEMONYM_QUALIFIERS = frozenset("""north south east west northern southern eastern western central northeastern
+    northwestern southeastern southwestern latin native new old ancient medieval modern classic classical early late
+    contemporary traditional colonial imperial""".split())
+# Nouns that make a demonym part of a name: "the Greek language", "the Yoruba people".
+_NAMED_BY_DEMONYM = frozenset({"language", "languages", "people", "peoples"})
+_ADVERB = re.compile(r"(?:al|ent|ant|at|ous|iv|ab|ib|ful|ed|ing|u|s|c|r|n)ly$", re.IGNORECASE)
 
 
 def _is_demonym(tok: str) -> bool:
     return bool(_DEMONYM_ENDING.search(tok)) or tok.casefold() in _DEMONYM_WORDS
-_ADVERB = re.compile(r"(?:al|ent|ant|at|ous|iv|ab|ib|ful|ed|ing|u|s|c|r|n)ly$", re.IGNORECASE)
-
-
-_DEMONYM_QUALIFIERS = frozenset("""north south east west northern southern eastern western central northeastern
-    northwestern southeastern southwestern latin native new old ancient medieval modern classic classical early late
-    contemporary traditional colonial imperial""".split())
-
-
-# Nouns that make a demonym part of a name: "the Greek language", "the Yoruba people".
-_NAMED_BY_DEMONYM = frozenset({"language", "languages", "people", "peoples"})
 
 
 def _is_demonym_modifier(toks: Sequence[tuple[str, int, int]], i: int, j: int) -> bool:
