@@ -215,7 +215,7 @@ class LiveFallback:
         # the claim: "Kelly Osbourne" for "What British singer-songwriter hosted the 16th Annual Young Hollywood
         # Awards?"); anything else must pass the relevance threshold.
         relevant = sorted((c for c in run.candidates if c.score >= self.min_relevance or c.keep),
-                          key=lambda c: (-c.score, c.attempt, c.title, c.section))
+                          key=lambda c: (not (c.keep and c.entity), -c.score, c.attempt, c.title, c.section))
         evidence = tuple(
             Evidence(title=c.title, page_id=c.pageid, passage_id=None, section=c.section, evidence_text=c.text,
                      source="text", score=round(c.score, 6), ranks={"live": rank}, url=c.url, rev_id=c.rev_id,
@@ -345,7 +345,10 @@ class _Run:
         claim_key = f" {normalize_title(self.claim)} "
         names: list[str] = []
         self.score_new()
-        sources = [(self.pages[t]["title"], self.pages[t]["intro"]) for t in self._partially_relevant()[:BRIDGE_PAGES]]
+        # The first hop is a page the claim names; search hits come after it.
+        named = [c.title for c in self.candidates if c.keep and c.entity]
+        ranked = list(dict.fromkeys([*named, *self._partially_relevant()]))[:BRIDGE_PAGES]
+        sources = [(self.pages[t]["title"], self.pages[t]["intro"]) for t in ranked]
         for title, text in [*sources, *self.context]:
             # The page's own name is in its first sentence anyway: what counts is the rest of the claim.
             wanted = claim_words - set(content_words(title))
@@ -353,7 +356,15 @@ class _Run:
             sentences.sort(key=lambda x: -len(wanted & set(content_words(x))))
             for sentence in sentences[:BRIDGE_SENTENCES]:
                 names += [n for n in names_in(sentence)
-                          if f" {normalize_title(n)} " not in claim_key and canonical_title(n) not in self.pages]
+                          if f" {normalize_title(n)} " not in claim_key and canonical_title(n) != canonical_title(title)]
+        # A page a search already fetched is a bridge page all the same: its intro is evidence whatever its score.
+        fetched = {canonical_title(n) for n in names} & self.pages.keys()
+        intros: dict[str, _Candidate] = {}
+        for cand in self.candidates:
+            intros.setdefault(cand.title, cand)  # a page's first candidate is its intro's first chunk
+        for title in fetched & intros.keys():
+            intros[title].keep = True
+        names = [n for n in names if canonical_title(n) not in self.pages]
         if not names:
             return
         for info in self._intros(list(dict.fromkeys(names))[:BRIDGE_TITLES]).values():

@@ -249,9 +249,10 @@ def names_in(text: str) -> list[str]:
         span = text[toks[i][1] : end]
         pieces = [_POSSESSIVE.sub("", p.strip()) for p in _PIECES.split(span)]
         names = [p for p in pieces if p and _name_words(p) and not is_quantity(p)]
-        # Wikipedia titles places "Town, Region" ("Southaven, Mississippi", "Casino, New South Wales"): two
-        # names with only a comma between them are offered joined as well, before each alone.
-        joined = [f"{a}, {b}" for a, b in zip(names, names[1:]) if f"{a}, {b}" in span]
+        # Wikipedia titles places "Town, Region" ("Southaven, Mississippi", "Casino, New South Wales, Australia"):
+        # the first two names with only a comma between them are offered joined as well, before each alone. A
+        # longer run is a list ("Bryan Cranston, Heidi Gardner, Tucker Gilmore, ..."), whose pairs name nothing.
+        joined = [f"{names[0]}, {names[1]}"] if 2 <= len(names) <= 3 and f"{names[0]}, {names[1]}" in span else []
         found.append((i, [*joined, *(v for n in names for v in _name_variants(n))]))
     out: list[str] = []
     for _, names in sorted(found, key=lambda x: x[0]):  # text order
@@ -261,9 +262,11 @@ def names_in(text: str) -> list[str]:
     return out
 
 
-# Words of rank before a name: "King George V" is titled "George V" (the live site redirects; a copy may not).
+# Words of rank or office before a name: "King George V" is titled "George V", "Austrian Prime Minister Engelbert
+# Dollfuss" is "Engelbert Dollfuss" (the live site may redirect the first; never the second).
 _HONORIFICS = frozenset("""king queen emperor empress pope prince princess president sir dame lord lady saint
-    st. general senator governor chancellor""".split())
+    st. general senator governor chancellor prime minister premier secretary vice foreign mayor ambassador
+    admiral colonel captain commander bishop archbishop cardinal""".split())
 _OF_SPLIT = re.compile(r"\s+of\s+")
 
 
@@ -277,8 +280,11 @@ def _name_variants(name: str) -> list[str]:
         if len(left.split()) >= 2 and len(right.split()) >= 2:
             out += [left, right]
     parts = name.split()
-    if len(parts) >= 3 and parts[0].casefold() in _HONORIFICS:
-        out.append(" ".join(parts[1:]))
+    lead = 0  # a title of office, perhaps after an adjective of nationality: "Italian Prime Minister"
+    while lead < len(parts) and (parts[lead].casefold() in _HONORIFICS or (lead == 0 and _is_demonym(parts[0]))):
+        lead += 1
+    if lead and any(p.casefold() in _HONORIFICS for p in parts[:lead]) and len(parts) - lead >= 2:
+        out.append(" ".join(parts[lead:]))
     return out
 
 

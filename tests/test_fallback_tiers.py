@@ -176,7 +176,7 @@ def test_bridge_names_in_a_found_intro_are_fetched(shared_data):
     with FakeWiki(pages) as w:
         result = fallback(w).retrieve(claim, ["Kaiser Ventures"], k=5)
         titles = [e.title for e in result.evidence]
-        assert titles[0] == "Henry J. Kaiser" and "Kaiser Ventures" in titles
+        assert titles[:2] == ["Kaiser Ventures", "Henry J. Kaiser"]  # the page the claim names, then the best
         lookups = [r.params.get("titles", "") for r in w.requests if r.params.get("titles")]
         bridge_lookup = [t for t in lookups if "Henry J. Kaiser" in t.split("|")]
         assert len(bridge_lookup) == 1 and len(bridge_lookup[0].split("|")) > 1  # all names in one request
@@ -275,3 +275,70 @@ def test_bridge_name_in_quotes_is_asked_for_as_one_title(shared_data):
     claim = "In which 2006 Disney film did Danielle Panabaker star alongside her younger sister?"
     assert "Read It and Weep" in pages_fetched(shared_data, ["Danielle Panabaker", "Read It and Weep"], claim,
                                                ["Danielle Panabaker"])
+
+
+def test_pages_the_claim_names_come_first_among_live_evidence(shared_data):
+    """A page the claim names answers the claim's own entity: it comes before search hits that share more words
+    with the claim ("Local H", whose intro says "American", after four "United States" pages)."""
+    from fallback.fakewiki import pages_from_hotpot
+
+    titles = ["Local H", "For Against", "United States Army", "Conscription in the United States",
+              "The Humane Society of the United States"]
+    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=titles)
+    claim = "Are Local H and For Against both from the United States?"
+    with FakeWiki(pages) as w:
+        result = fallback(w, min_relevance=0.2).retrieve(claim, ["Local H", "For Against", "United States"], k=4)
+    found = [e.title for e in result.evidence]
+    assert set(found[:2]) == {"Local H", "For Against"}
+    assert len(found) == 4  # the search hits follow
+
+
+def test_a_bridge_page_already_fetched_by_a_search_is_evidence(shared_data):
+    """The local page "SuperMansion" names its stars; the search for "Workaholics" has already fetched one of them,
+    "Jillian Bell". Named by the bridge sentence, her page is a bridge page all the same: evidence whatever its score."""
+    from fallback.fakewiki import pages_from_hotpot
+
+    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    local = pages_from_hotpot(corpus, titles=["SuperMansion"])["SuperMansion"]
+    remote = pages_from_hotpot(corpus, titles=["Jillian Bell", "Bryan Cranston"])
+    claim = "SuperMansion starred the actress who had a recurring role as whom on Workaholics?"
+    with FakeWiki(remote) as w:
+        result = fallback(w, min_relevance=0.99).retrieve(claim, ["Workaholics"], k=5,
+                                                          context=[(local.title, local.intro)])
+        asked = [t for r in w.requests if "extracts" in r.params.get("prop", "") for t in r.params["titles"].split("|")]
+    assert "Jillian Bell" in [e.title for e in result.evidence]
+    assert asked.count("Jillian Bell") == 1  # fetched once, by the search
+    assert not [t for t in asked if ", " in t]  # a list of stars is no "Town, Region" pair
+
+
+def test_the_first_hop_of_a_bridge_is_the_page_the_claim_names(shared_data):
+    """The names for the second hop are read from the page the claim names ("127 Hours": "The film stars James
+    Franco as Aron Ralston") before search hits that the scorer ranks higher (here: every other page)."""
+    from fallback.fakewiki import pages_from_hotpot
+    from fallback.relevance import FunctionScorer
+
+    titles = ["127 Hours", "James Franco", "Academy Award for Best Film Editing", "Danny Boyle"]
+    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=titles)
+    claim = 'Flyboys stars which actor who was nominated for an Academy Award for "127 Hours"?'
+    scorer = FunctionScorer(lambda _claim, texts: [0.1 if t.startswith("127 Hours") else 1.0 for t in texts])
+    with FakeWiki(pages) as w:
+        result = fallback(w, scorer=scorer, min_relevance=0.5).retrieve(claim, ["Academy Award", "127 Hours"], k=10)
+    assert "James Franco" in [p.title for p in result.pages]
+    assert "Aron Ralston" in result.state.titles  # asked for: a name from the sentence of "127 Hours"
+
+
+def test_an_office_before_a_bridge_name_is_dropped(shared_data):
+    """ "signed by ... Austrian Prime Minister Engelbert Dollfuss": the person is asked for without the adjective
+    of nationality and the office before the name."""
+    from retriever.entities import names_in
+
+    names = names_in("They were signed by Italian Prime Minister Benito Mussolini, Austrian Prime Minister "
+                     "Engelbert Dollfuss and Hungarian Prime Minister Gyula Gömbös.")
+    assert {"Benito Mussolini", "Engelbert Dollfuss", "Gyula Gömbös"} <= set(names)
+    assert "Minister Engelbert Dollfuss" not in names
+    assert names_in("He met President Obama.") == ["President Obama"]  # one word left: no name of its own
+    # Only a short run offers its first pair joined: a place, then its region ("Town, Region, Country").
+    assert names_in("It lies in Casino, New South Wales, Australia.")[0] == "Casino, New South Wales"
+    claim = "The Rome Protocols were signed by three Prime Ministers one of which was assassinated as part of what?"
+    assert "Engelbert Dollfuss" in pages_fetched(shared_data, ["Rome Protocols", "Engelbert Dollfuss"], claim,
+                                                 ["Rome Protocols", "Prime Ministers"])
