@@ -504,7 +504,8 @@ def missing_entities(
     items = [(t or "", x or "") for t, x in list(covered)[:depth]]
     if covered_text:
         items.append(("", covered_text))
-    titles = [t for t, _ in items if t]
+    # A disambiguation page lists the pages sharing a name: it is none of them.
+    titles = [t for t, _ in items if t and not t.endswith("(disambiguation)")]
     title_words: dict[frozenset[str], list[set[str]]] = {}
     for t in titles:
         base = strip_disambiguator(t)

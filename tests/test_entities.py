@@ -142,3 +142,13 @@ def test_a_quoted_title_that_resolves_locally_is_one_resolved_mention(store):
     ms = find_mentions('Who wrote about "Arthur Schopenhauer" in 1900?', store)
     assert [(m.text, m.resolution.title) for m in ms if m.resolved] == [("Arthur Schopenhauer", "Arthur Schopenhauer")]
     assert not [m for m in ms if m.quoted or not m.resolved]
+
+
+def test_a_disambiguation_page_is_not_the_page_of_the_name(store):
+    """A local "X (disambiguation)" lists the pages called X; it is none of them, so X is still looked up."""
+    claim = 'When was the British author who wrote the novel on which "Here We Go Round the Mulberry Bush" was based born?'
+    ms = find_mentions(claim, store)
+    dab = [("Here We Go Round the Mulberry Bush (disambiguation)", "Here We Go Round the Mulberry Bush may refer to:")]
+    assert missing_entities(ms, claim=claim, covered=dab) == ["Here We Go Round the Mulberry Bush"]
+    film = [("Here We Go Round the Mulberry Bush (film)", "Here We Go Round the Mulberry Bush is a 1968 film.")]
+    assert missing_entities(ms, claim=claim, covered=film) == []
