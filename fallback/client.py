@@ -110,6 +110,20 @@ class PageSections:
     fetched_at: str | None = None
 
 
+def _page_info(requested: str, page: Mapping[str, Any], fetched_at: str | None, *, fragment: str | None = None,
+               redirected: bool = False) -> PageInfo:
+    """A ``query.pages`` entry as a PageInfo."""
+    pageid = page.get("pageid")
+    return PageInfo(
+        requested=requested, title=page.get("title", requested),
+        pageid=pageid if isinstance(pageid, int) and pageid > 0 else None,
+        missing=bool(page.get("missing")), invalid=bool(page.get("invalid")),
+        is_disambiguation="disambiguation" in (page.get("pageprops") or {}),
+        url=page.get("canonicalurl") or page.get("fullurl"), rev_id=page.get("lastrevid"),
+        fragment=fragment, redirected=redirected, extract=page.get("extract"), fetched_at=fetched_at,
+    )
+
+
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
@@ -348,15 +362,7 @@ class WikiApi:
                 if page is None:
                     out[requested] = PageInfo(requested, final, None, missing=True, fetched_at=fetched_at)
                     continue
-                pageid = page.get("pageid")
-                out[requested] = PageInfo(
-                    requested=requested, title=page.get("title", final),
-                    pageid=pageid if isinstance(pageid, int) and pageid > 0 else None,
-                    missing=bool(page.get("missing")), invalid=bool(page.get("invalid")),
-                    is_disambiguation="disambiguation" in (page.get("pageprops") or {}),
-                    url=page.get("canonicalurl") or page.get("fullurl"), rev_id=page.get("lastrevid"),
-                    fragment=fragment, redirected=redirected, extract=page.get("extract"), fetched_at=fetched_at,
-                )
+                out[requested] = _page_info(requested, page, fetched_at, fragment=fragment, redirected=redirected)
         return out
 
     def resolve(self, titles: Sequence[str]) -> dict[str, PageInfo]:
@@ -370,19 +376,36 @@ class WikiApi:
                             "exlimit": str(EXTRACTS_PER_QUERY)})
 
     def search(self, query: str, *, limit: int = 3, offset: int = 0) -> SearchResult:
+        return self._search(query, limit=limit, offset=offset, with_intros=False)[0]
+
+    def search_intros(self, query: str, *, limit: int = 3) -> tuple[SearchResult, dict[str, PageInfo]]:
+        """A search and the intros of its hits in one request: ``list=search`` (ranked hits, "did you mean")
+        beside ``generator=search`` with the props of ``intros``. Intros keyed by hit title."""
+        return self._search(query, limit=min(limit, EXTRACTS_PER_QUERY), offset=0, with_intros=True)
+
+    def _search(self, query: str, *, limit: int, offset: int, with_intros: bool) -> tuple[SearchResult, dict[str, PageInfo]]:
         params = {"action": "query", "list": "search", "srsearch": query, "srlimit": str(limit),
                   "srnamespace": "0", "srinfo": "suggestion", "srprop": "snippet"}
         if offset:
             params["sroffset"] = str(offset)
+        if with_intros:
+            params.update({"generator": "search", "gsrsearch": query, "gsrlimit": str(limit), "gsrnamespace": "0",
+                           "prop": "extracts|info|pageprops", "exintro": "1", "explaintext": "1",
+                           "exlimit": str(limit), "inprop": "url", "ppprop": "disambiguation"})
         response = self.call(params)
         if response.body is None:
-            return SearchResult(query, ())
+            return SearchResult(query, ()), {}
         q = response.body.get("query") or {}
         hits = tuple(SearchHit(h["title"], h.get("pageid"), html_to_text(h.get("snippet", "")))
                      for h in q.get("search", []) if h.get("ns", 0) == 0)
         info = q.get("searchinfo") or {}
         nxt = (response.body.get("continue") or {}).get("sroffset")
-        return SearchResult(query, hits, info.get("suggestion") or None, int(nxt) if nxt is not None else None)
+        result = SearchResult(query, hits, info.get("suggestion") or None, int(nxt) if nxt is not None else None)
+        pages = merge_query([response.body])["pages"] if with_intros else []
+        by_title = {p.get("title"): p for p in pages}
+        intros = {h.title: _page_info(h.title, by_title[h.title], response.fetched_at)
+                  for h in hits if h.title in by_title}
+        return result, intros
 
     def sections(self, title: str) -> PageSections:
         response = self.call({"action": "parse", "page": title, "prop": "sections|revid", "redirects": "1"})

@@ -5,7 +5,8 @@ recorded responses (``shared/data/mediawiki_api``): ``normalized``/``redirects``
 ``tofragment``), ``missing: true``, ``invalid: true``, ``pageprops.disambiguation``,
 ``extracts`` with ``excontinue``, ``info`` URLs, ``revisions`` ids, ``categories`` with
 ``clcontinue``, ``links`` with ``plcontinue``, ``list=search`` with ``searchinfo`` and
-``sroffset`` continuation, and ``action=parse`` (sections, a section's text/wikitext/links).
+``sroffset`` continuation, ``generator=search`` (pages with an ``index`` rank, beside or without
+``list=search``), and ``action=parse`` (sections, a section's text/wikitext/links).
 Faults are queued per request (or per matching parameter) and every request is recorded.
 """
 
@@ -236,6 +237,17 @@ class FakeWiki:
         cont: dict[str, Any] = {}
         if p.get("list") == "search":
             self._search(p, query, cont)
+        rank: dict[str, int] = {}
+        if p.get("generator") == "search":  # the pages of a search, with the props asked for, "index" = rank
+            limit = int(p["gsrlimit"]) if p.get("gsrlimit", "").isdigit() else 10
+            offset = int(p["gsroffset"]) if p.get("gsroffset", "").isdigit() else 0
+            ranked = self._ranked(p.get("gsrsearch", ""))[1]
+            rank = {title: offset + n + 1 for n, title in enumerate(ranked[offset:offset + limit])}
+            if offset + limit < len(ranked):
+                cont["gsroffset"] = offset + limit
+            p = {k: v for k, v in p.items() if k != "redirects"}
+            if rank:
+                p["titles"] = "|".join(rank)
         if "titles" in p:
             raw = p["titles"].split("|")
             if len(raw) > self.title_limit:
@@ -256,6 +268,8 @@ class FakeWiki:
                     pages.append({"ns": 0, "title": title, "missing": True})
                 else:
                     pages.append({"pageid": page.pageid, "ns": 0, "title": page.title})
+                    if title in rank:
+                        pages[-1]["index"] = rank[title]
             pages.sort(key=lambda d: d.get("pageid", -1))
             existing = [d for d in pages if "pageid" in d]
             for d in existing:
@@ -289,7 +303,7 @@ class FakeWiki:
                                  lambda page: list(page.options) + [t for t in page.see_also if t not in page.options], ns=0)
             query["pages"] = pages
         if cont:
-            if any(k != "sroffset" for k in cont):
+            if any(k not in ("sroffset", "gsroffset") for k in cont):
                 body.pop("batchcomplete", None)
             cont["continue"] = "||" if "sroffset" not in cont else "-||"
             body["continue"] = cont
@@ -311,8 +325,9 @@ class FakeWiki:
             d, title = flat[start + limit]
             cont[f"{prefix}continue"] = f"{d['pageid']}|{title.split(':', 1)[-1].replace(' ', '_')}"
 
-    def _search(self, p: Mapping[str, str], query: dict[str, Any], cont: dict[str, Any]) -> None:
-        terms = [_stem(w) for w in _words(p.get("srsearch", "")) if w not in _STOP] or _stems(p.get("srsearch", ""))
+    def _ranked(self, text: str) -> tuple[list[str], list[str]]:
+        """The search terms of ``text`` and the titles that match them all, best first."""
+        terms = [_stem(w) for w in _words(text) if w not in _STOP] or _stems(text)
         scored = []
         for title, (title_words, body_words) in self._tokens.items():
             if not terms:
@@ -323,6 +338,10 @@ class FakeWiki:
             score = sum(3.0 * (t in title_words) + min(5, body_words.count(t)) for t in terms)
             scored.append((-score, title))
         scored.sort()
+        return terms, [title for _, title in scored]
+
+    def _search(self, p: Mapping[str, str], query: dict[str, Any], cont: dict[str, Any]) -> None:
+        terms, scored = self._ranked(p.get("srsearch", ""))
         limit = int(p.get("srlimit", "10")) if p.get("srlimit", "10").isdigit() else 10
         offset = int(p.get("sroffset", "0"))
         info = set(p.get("srinfo", "totalhits|suggestion").split("|"))
@@ -338,7 +357,7 @@ class FakeWiki:
         if searchinfo:
             query["searchinfo"] = searchinfo
         results = []
-        for _, title in scored[offset:offset + limit]:
+        for title in scored[offset:offset + limit]:
             page = self.pages[title]
             snippet = " ".join(page.intro.split()[:25])
             for t in set(terms):

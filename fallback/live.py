@@ -309,13 +309,13 @@ class _Run:
             self._search(query)
 
     def _search(self, query: str, *, entity: str | None = None) -> None:
-        """One search (never repeated) and the intros of its top M hits; a search that finds nothing is
-        retried once with its "did you mean" suggestion, as the search page itself does."""
+        """One search (never repeated) and the intros of its top M hits, in one request; a search that finds
+        nothing is retried once with its "did you mean" suggestion, as the search page itself does."""
         if not query or query in self.state.search_terms:
             return
         self.state.search_terms.append(query)
-        try:
-            result = self.api.search(query, limit=self.fb.search_top_m)
+        try:  # the hits and their intros in one request
+            result, infos = self.api.search_intros(query, limit=self.fb.search_top_m)
         except _Soft as exc:
             self._soft(exc)
             return
@@ -324,10 +324,13 @@ class _Run:
             if not result.hits:
                 self._search(result.suggestion, entity=entity)
                 return
-        infos = self._intros([h.title for h in result.hits])
+        tried = set(self.state.titles)
+        # A hit the generator did not return a page for (its index changed between the two) is asked for by title.
+        infos.update(self._intros([h.title for h in result.hits if h.title not in infos]))
+        self.state.titles.extend(t for t in dict.fromkeys(canonical_title(h.title) for h in result.hits) if t not in tried)
         for rank, hit in enumerate(result.hits):
             info = infos.get(hit.title)
-            if info is None or info.missing or info.invalid:
+            if info is None or info.missing or info.invalid or canonical_title(hit.title) in tried:
                 continue
             for_entity = entity or self._entity_for(info.title, info.extract or "")
             if info.is_disambiguation:

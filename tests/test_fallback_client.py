@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import replace
 
@@ -255,3 +256,36 @@ def test_requests_are_serial_across_threads(wiki, corpus):
     for t in threads:
         t.join()
     assert len(wiki.requests) == 6 and wiki.max_in_flight == 1
+
+
+def test_search_with_intros_is_one_request(wiki, corpus):
+    """``list=search`` beside ``generator=search``: the ranked hits, the suggestion and the hits' intros (with
+    URL and disambiguation flag) come back in one request."""
+    api = make_api(wiki)
+    title = list(corpus)[5]
+    query = " ".join(corpus[title].intro.split()[:6])
+    plain = api.search(query, limit=3)
+    n = len(wiki.requests)
+    result, intros = api.search_intros(query, limit=3)
+    assert len(wiki.requests) - n == 1
+    params = wiki.requests[-1].params
+    assert params["list"] == "search" and params["generator"] == "search" and params["gsrlimit"] == "3"
+    assert result.hits == plain.hits and title in [h.title for h in result.hits]
+    assert set(intros) == {h.title for h in plain.hits}
+    assert all(intros[t].extract == corpus[t].intro and intros[t].url and intros[t].pageid for t in intros)
+
+
+def test_search_with_intros_reads_the_real_combined_answer(shared_data):
+    """The real API's answer to a list=search beside a generator (recorded by the Wikipedia Android app): pages[]
+    ordered by pageid with an "index" rank, the search list and its suggestion. Served by a mock transport: no
+    socket is opened."""
+    recorded = shared_data / "mediawiki_api" / "search" / "android_prefixsearch_plus_search_suggestion_v2.json"
+    body = json.loads(recorded.read_text(encoding="utf-8"))
+    with httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json=body))) as http:
+        api = WikiApi(api_url="http://127.0.0.1:9/w/api.php", contact=CONTACT, http_client=http, clock=FakeClock(),
+                      rate=1000.0, cache_mode="off")
+        result, intros = api.search_intros("aba", limit=10)
+    assert result.suggestion == "ababa"
+    assert [h.title for h in result.hits] == ["Abama Open de Canarias"]
+    page = next(p for p in body["query"]["pages"] if p["title"] == "Abama Open de Canarias")
+    assert list(intros) == ["Abama Open de Canarias"] and intros["Abama Open de Canarias"].pageid == page["pageid"]
