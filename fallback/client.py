@@ -436,10 +436,20 @@ class WikiApi:
         return []
 
     def categories(self, title: str) -> list[str]:
-        responses = self.call_all({"action": "query", "titles": title, "redirects": "1", "prop": "categories",
-                                   "clshow": "!hidden", "cllimit": "max"})
-        query = merge_query(r.body for r in responses)
-        return [c["title"].split(":", 1)[-1] for p in query["pages"] for c in p.get("categories", [])]
+        return self.categories_of([title]).get(title, [])
+
+    def categories_of(self, titles: Sequence[str]) -> dict[str, list[str]]:
+        """Visible categories (``clshow=!hidden``) of several pages, 50 titles per request, keyed by requested title."""
+        out: dict[str, list[str]] = {}
+        for chunk in _chunks(list(dict.fromkeys(t for t in titles if t and "|" not in t)), TITLES_PER_QUERY):
+            responses = self.call_all({"action": "query", "titles": "|".join(chunk), "redirects": "1",
+                                       "prop": "categories", "clshow": "!hidden", "cllimit": "max"})
+            query = merge_query(r.body for r in responses)
+            by_title = {p.get("title"): p for p in query["pages"]}
+            for requested, (final, _, _) in resolve_titles(chunk, query).items():
+                page = by_title.get(final) or {}
+                out[requested] = [c["title"].split(":", 1)[-1] for c in page.get("categories", [])]
+        return out
 
     def links(self, title: str) -> list[str]:
         """Article links of a page (used on disambiguation pages)."""

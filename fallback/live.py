@@ -268,10 +268,15 @@ class _Run:
 
     def attempt3(self) -> None:
         related: list[str] = []
-        for title in self._partially_relevant():
+        titles = self._partially_relevant()
+        try:  # the pages' categories in one request
+            cats = self.api.categories_of(titles) if titles else {}
+        except _Soft as exc:
+            self._soft(exc)
+            cats = {}
+        for title in titles:
+            self.state.categories.extend(c for c in cats.get(title, []) if c not in self.state.categories)
             try:
-                cats = self.api.categories(title)
-                self.state.categories.extend(c for c in cats if c not in self.state.categories)
                 see_also = [s for s in self._sections(title).sections if s.heading.strip().casefold() == "see also"]
                 if see_also:
                     related.extend(self.api.section_links(title, see_also[0].index))

@@ -289,3 +289,13 @@ def test_search_with_intros_reads_the_real_combined_answer(shared_data):
     assert [h.title for h in result.hits] == ["Abama Open de Canarias"]
     page = next(p for p in body["query"]["pages"] if p["title"] == "Abama Open de Canarias")
     assert list(intros) == ["Abama Open de Canarias"] and intros["Abama Open de Canarias"].pageid == page["pageid"]
+
+
+def test_categories_of_several_pages_in_one_request(wiki, corpus):
+    first, second = list(corpus)[:2]
+    api = make_api(wiki)
+    n = len(wiki.requests)
+    got = api.categories_of([first, second, "Redirect one"])
+    assert len(wiki.requests) - n == 1
+    assert got[first] == got["Redirect one"] == [f"Topic {i}" for i in range(25)]  # redirect followed, hidden not shown
+    assert got[second] == list(corpus[second].categories)
