@@ -451,6 +451,20 @@ class WikiApi:
                 out[requested] = [c["title"].split(":", 1)[-1] for c in page.get("categories", [])]
         return out
 
+    def linked_intros(self, title: str, *, limit: int = EXTRACTS_PER_QUERY) -> dict[str, PageInfo]:
+        """The intros of the first ``limit`` pages a page links to (a disambiguation page's options), in one
+        request: ``generator=links`` with the props of ``intros``. Keyed by title; links to no page are left out."""
+        limit = min(limit, EXTRACTS_PER_QUERY)
+        response = self.call({"action": "query", "titles": title, "redirects": "1", "generator": "links",
+                              "gplnamespace": "0", "gpllimit": str(limit), "prop": "extracts|info|pageprops",
+                              "exintro": "1", "explaintext": "1", "exlimit": str(limit), "inprop": "url",
+                              "ppprop": "disambiguation"})
+        if response.body is None:
+            return {}
+        pages = merge_query([response.body])["pages"]
+        return {p["title"]: _page_info(p["title"], p, response.fetched_at) for p in pages
+                if p.get("title") and not p.get("missing") and not p.get("invalid")}
+
     def links(self, title: str) -> list[str]:
         """Article links of a page (used on disambiguation pages)."""
         responses = self.call_all({"action": "query", "titles": title, "redirects": "1", "prop": "links",

@@ -6,7 +6,7 @@ recorded responses (``shared/data/mediawiki_api``): ``normalized``/``redirects``
 ``extracts`` with ``excontinue``, ``info`` URLs, ``revisions`` ids, ``categories`` with
 ``clcontinue``, ``links`` with ``plcontinue``, ``list=search`` with ``searchinfo`` and
 ``sroffset`` continuation, ``generator=search`` (pages with an ``index`` rank, beside or without
-``list=search``), and ``action=parse`` (sections, a section's text/wikitext/links).
+``list=search``), ``generator=links``, and ``action=parse`` (sections, a section's text/wikitext/links).
 Faults are queued per request (or per matching parameter) and every request is recorded.
 """
 
@@ -248,6 +248,18 @@ class FakeWiki:
             p = {k: v for k, v in p.items() if k != "redirects"}
             if rank:
                 p["titles"] = "|".join(rank)
+        elif p.get("generator") == "links":  # the pages the given pages link to, with the props asked for
+            follow = p.get("redirects") in ("1", "", "true")
+            sources = [page for _, page, _ in self._resolve(p.get("titles", "").split("|"), follow, {}) if page]
+            linked = list(dict.fromkeys(t for page in sources for t in (*page.options, *page.see_also)))
+            limit = int(p["gpllimit"]) if p.get("gpllimit", "").isdigit() else 10
+            start = linked.index(p["gplcontinue"]) if p.get("gplcontinue") in linked else 0
+            if start + limit < len(linked):
+                cont["gplcontinue"] = linked[start + limit]
+            p = {**p, "titles": "|".join(linked[start:start + limit])}
+            if not linked[start:start + limit]:
+                body["query"] = query
+                return body
         if "titles" in p:
             raw = p["titles"].split("|")
             if len(raw) > self.title_limit:
@@ -303,7 +315,7 @@ class FakeWiki:
                                  lambda page: list(page.options) + [t for t in page.see_also if t not in page.options], ns=0)
             query["pages"] = pages
         if cont:
-            if any(k not in ("sroffset", "gsroffset") for k in cont):
+            if any(k not in ("sroffset", "gsroffset", "gplcontinue") for k in cont):
                 body.pop("batchcomplete", None)
             cont["continue"] = "||" if "sroffset" not in cont else "-||"
             body["continue"] = cont

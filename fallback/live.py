@@ -381,12 +381,14 @@ class _Run:
 
     def _disambiguate(self, info: PageInfo, entity: str | None) -> None:
         """Follow the disambiguation option whose intro best matches the claim."""
-        try:
-            options = self.api.links(info.title)[:DISAMBIGUATION_OPTIONS]
+        try:  # the options and their intros in one request
+            linked = self.api.linked_intros(info.title, limit=DISAMBIGUATION_OPTIONS)
         except _Soft as exc:
             self._soft(exc)
             return
-        infos = [i for i in self._intros(options).values() if not (i.missing or i.invalid or i.is_disambiguation)]
+        tried = set(self.state.titles)
+        self.state.titles.extend(t for t in linked if t not in tried)
+        infos = [i for t, i in linked.items() if t not in tried and not i.is_disambiguation]
         if not infos:
             return
         scores = self.fb.scorer.score(self.claim, [f"{i.title}. {i.extract or ''}" for i in infos])

@@ -72,10 +72,16 @@ def test_attempt_two_reads_a_section_chosen_by_overlap(wiki):
 
 
 def test_disambiguation_follows_the_option_matching_the_claim(wiki):
+    n = len(wiki.requests)
     result = fallback(wiki).retrieve("Mercury is the first planet from the Sun.", ["Mercury"], k=3)
     assert result.status == STATUS_FOUND
     assert result.state.disambiguated == {"Mercury": "Mercury (planet)"}
     assert result.evidence[0].title == "Mercury (planet)" and result.evidence[0].retrieved_for_entity == "Mercury"
+    # The options and their intros come in one request (generator=links), the first one after the title lookup.
+    first, options = requests_since(wiki, n)[:2]
+    assert first.params["titles"] == "Mercury" and "generator" not in first.params
+    assert options.params["generator"] == "links" and options.params["titles"] == "Mercury"
+    assert "Mercury (planet)" not in [t for r in requests_since(wiki, n) for t in r.params.get("titles", "").split("|")]
     chem = fallback(wiki).retrieve("Mercury is a chemical element with the symbol Hg.", ["Mercury"], k=3)
     assert chem.state.disambiguated == {"Mercury": "Mercury (element)"}
 
