@@ -128,6 +128,7 @@ class FakeWiki:
         self._by_id = {p.pageid: p for p in self.pages.values()}
         self._tokens = {t: (set(_stems(t)), _stems(p.full_text())) for t, p in self.pages.items()}
         self._vocab = sorted({w for ws, body in self._tokens.values() for w in (*ws, *body)})
+        self._rank_memo: dict[str, tuple[list[str], list[str]]] = {}
         self.faults: list[Fault] = []
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
@@ -338,7 +339,13 @@ class FakeWiki:
             cont[f"{prefix}continue"] = f"{d['pageid']}|{title.split(':', 1)[-1].replace(' ', '_')}"
 
     def _ranked(self, text: str) -> tuple[list[str], list[str]]:
-        """The search terms of ``text`` and the titles that match them all, best first."""
+        """The search terms of ``text`` and the titles that match them all, best first. Remembered per text: a
+        request with ``list=search`` beside ``generator=search`` asks twice, and a scan reads every page."""
+        if text not in self._rank_memo:
+            self._rank_memo[text] = self._rank(text)
+        return self._rank_memo[text]
+
+    def _rank(self, text: str) -> tuple[list[str], list[str]]:
         terms = [_stem(w) for w in _words(text) if w not in _STOP] or _stems(text)
         scored = []
         for title, (title_words, body_words) in self._tokens.items():
