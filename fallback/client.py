@@ -124,6 +124,12 @@ def _page_info(requested: str, page: Mapping[str, Any], fetched_at: str | None, 
     )
 
 
+def _intro_props(limit: int) -> dict[str, str]:
+    """The props of a plain-text lead section with its URL and disambiguation flag, for ``limit`` pages."""
+    return {"prop": "extracts|info|pageprops", "exintro": "1", "explaintext": "1", "exlimit": str(limit),
+            "inprop": "url", "ppprop": "disambiguation"}
+
+
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
@@ -371,9 +377,7 @@ class WikiApi:
 
     def intros(self, titles: Sequence[str]) -> dict[str, PageInfo]:
         """Plain-text lead sections (``exintro&explaintext``), 20 titles per request, with resolution."""
-        return self._pages(titles, EXTRACTS_PER_QUERY,
-                           {"prop": "extracts|info|pageprops", "exintro": "1", "explaintext": "1",
-                            "exlimit": str(EXTRACTS_PER_QUERY)})
+        return self._pages(titles, EXTRACTS_PER_QUERY, _intro_props(EXTRACTS_PER_QUERY))
 
     def search(self, query: str, *, limit: int = 3, offset: int = 0) -> SearchResult:
         return self._search(query, limit=limit, offset=offset, with_intros=False)[0]
@@ -390,8 +394,7 @@ class WikiApi:
             params["sroffset"] = str(offset)
         if with_intros:
             params.update({"generator": "search", "gsrsearch": query, "gsrlimit": str(limit), "gsrnamespace": "0",
-                           "prop": "extracts|info|pageprops", "exintro": "1", "explaintext": "1",
-                           "exlimit": str(limit), "inprop": "url", "ppprop": "disambiguation"})
+                           **_intro_props(limit)})
         response = self.call(params)
         if response.body is None:
             return SearchResult(query, ()), {}
@@ -456,9 +459,7 @@ class WikiApi:
         request: ``generator=links`` with the props of ``intros``. Keyed by title; links to no page are left out."""
         limit = min(limit, EXTRACTS_PER_QUERY)
         response = self.call({"action": "query", "titles": title, "redirects": "1", "generator": "links",
-                              "gplnamespace": "0", "gpllimit": str(limit), "prop": "extracts|info|pageprops",
-                              "exintro": "1", "explaintext": "1", "exlimit": str(limit), "inprop": "url",
-                              "ppprop": "disambiguation"})
+                              "gplnamespace": "0", "gpllimit": str(limit), **_intro_props(limit)})
         if response.body is None:
             return {}
         pages = merge_query([response.body])["pages"]
@@ -466,7 +467,7 @@ class WikiApi:
                 if p.get("title") and not p.get("missing") and not p.get("invalid")}
 
     def links(self, title: str) -> list[str]:
-        """Article links of a page (used on disambiguation pages)."""
+        """Article links of a page (a disambiguation page's options without their intros: see ``linked_intros``)."""
         responses = self.call_all({"action": "query", "titles": title, "redirects": "1", "prop": "links",
                                    "plnamespace": "0", "pllimit": "max"})
         query = merge_query(r.body for r in responses)

@@ -128,6 +128,11 @@ class _Candidate:
     score: float = 0.0
     keep: bool = False  # evidence whatever its score: the intro of a page the claim names or of a bridge page
 
+    @property
+    def names_page(self) -> bool:
+        """The intro of a page the claim names: kept, and fetched for one of its missing names."""
+        return self.keep and self.entity is not None
+
 
 def same_name(name: str, title: str, *, min_ratio: float = 0.85) -> bool:
     """A title names ``name``: equal up to case, plurals, a disambiguator and small misspellings."""
@@ -215,7 +220,7 @@ class LiveFallback:
         # the claim: "Kelly Osbourne" for "What British singer-songwriter hosted the 16th Annual Young Hollywood
         # Awards?"); anything else must pass the relevance threshold.
         relevant = sorted((c for c in run.candidates if c.score >= self.min_relevance or c.keep),
-                          key=lambda c: (not (c.keep and c.entity), -c.score, c.attempt, c.title, c.section))
+                          key=lambda c: (not c.names_page, -c.score, c.attempt, c.title, c.section))
         evidence = tuple(
             Evidence(title=c.title, page_id=c.pageid, passage_id=None, section=c.section, evidence_text=c.text,
                      source="text", score=round(c.score, 6), ranks={"live": rank}, url=c.url, rev_id=c.rev_id,
@@ -294,13 +299,21 @@ class _Run:
         log.warning("live fallback: %s", exc)
         self.state.errors.append(f"{type(exc).__name__}: {exc}")
 
-    def _intros(self, titles: Sequence[str]) -> dict[str, PageInfo]:
+    def _untried(self, titles: Sequence[str]) -> list[str]:
+        """The titles not tried yet for this claim, now marked tried."""
         fresh = [t for t in dict.fromkeys(titles) if canonical_title(t) not in self.state.titles]
-        if not fresh:
-            return {}
         self.state.titles.extend(canonical_title(t) for t in fresh)
+        return fresh
+
+    def _intros(self, titles: Sequence[str]) -> dict[str, PageInfo]:
+        """Intros of the titles not tried yet."""
+        return self._fetch_intros(self._untried(titles))
+
+    def _fetch_intros(self, titles: Sequence[str]) -> dict[str, PageInfo]:
+        if not titles:
+            return {}
         try:
-            infos = self.api.intros(fresh)
+            infos = self.api.intros(titles)
         except _Soft as exc:
             self._soft(exc)
             return {}
@@ -329,13 +342,12 @@ class _Run:
             if not result.hits:
                 self._search(result.suggestion, entity=entity)
                 return
-        tried = set(self.state.titles)
+        fresh = self._untried([h.title for h in result.hits])
         # A hit the generator did not return a page for (its index changed between the two) is asked for by title.
-        infos.update(self._intros([h.title for h in result.hits if h.title not in infos]))
-        self.state.titles.extend(t for t in dict.fromkeys(canonical_title(h.title) for h in result.hits) if t not in tried)
+        infos.update(self._fetch_intros([t for t in fresh if t not in infos]))
         for rank, hit in enumerate(result.hits):
             info = infos.get(hit.title)
-            if info is None or info.missing or info.invalid or canonical_title(hit.title) in tried:
+            if info is None or info.missing or info.invalid or hit.title not in fresh:
                 continue
             for_entity = entity or self._entity_for(info.title, info.extract or "")
             if info.is_disambiguation:
@@ -354,7 +366,7 @@ class _Run:
         names: list[str] = []
         self.score_new()
         # The first hop is a page the claim names; search hits come after it.
-        named = [c.title for c in self.candidates if c.keep and c.entity]
+        named = [c.title for c in self.candidates if c.names_page]
         ranked = list(dict.fromkeys([*named, *self._partially_relevant()]))[:BRIDGE_PAGES]
         sources = [(self.pages[t]["title"], self.pages[t]["intro"]) for t in ranked]
         for title, text in [*sources, *self.context]:
@@ -386,9 +398,8 @@ class _Run:
         except _Soft as exc:
             self._soft(exc)
             return
-        tried = set(self.state.titles)
-        self.state.titles.extend(t for t in linked if t not in tried)
-        infos = [i for t, i in linked.items() if t not in tried and not i.is_disambiguation]
+        fresh = self._untried(list(linked))
+        infos = [linked[t] for t in fresh if not linked[t].is_disambiguation]
         if not infos:
             return
         scores = self.fb.scorer.score(self.claim, [f"{i.title}. {i.extract or ''}" for i in infos])
