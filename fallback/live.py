@@ -366,15 +366,23 @@ class _Run:
         names: list[str] = []
         self.score_new()
         # The first hop is a page the claim names; search hits come after it.
-        named = [c.title for c in self.candidates if c.names_page]
+        named = list(dict.fromkeys(c.title for c in self.candidates if c.names_page))
         ranked = list(dict.fromkeys([*named, *self._partially_relevant()]))[:BRIDGE_PAGES]
         sources = [(self.pages[t]["title"], self.pages[t]["intro"]) for t in ranked]
-        for title, text in [*sources, *self.context]:
+        # Pages the claim names, then the best local evidence, then search hits: a keyword hit is the first hop
+        # less often than what the local index ranked first for the whole claim.
+        n_named = sum(t in named for t in ranked)
+        closest: list[list[tuple[str, str]]] = []
+        for title, text in [*sources[:n_named], *self.context, *sources[n_named:]]:
             # The page's own name is in its first sentence anyway: what counts is the rest of the claim.
             wanted = claim_words - set(content_words(title))
             sentences = [x for x in _SENTENCE_END.split(text) if x.strip()]
             sentences.sort(key=lambda x: -len(wanted & set(content_words(x))))
-            for sentence in sentences[:BRIDGE_SENTENCES]:
+            closest.append([(title, x) for x in sentences[:BRIDGE_SENTENCES]])
+        # The best sentence of every source before the second best of any: the request takes BRIDGE_TITLES names,
+        # and the local evidence, read last, must not lose its best sentence to a live page's third.
+        for rank in range(BRIDGE_SENTENCES):
+            for title, sentence in (c[rank] for c in closest if rank < len(c)):
                 names += [n for n in names_in(sentence)
                           if f" {normalize_title(n)} " not in claim_key and canonical_title(n) != canonical_title(title)]
         # A page a search already fetched is a bridge page all the same: its intro is evidence whatever its score.

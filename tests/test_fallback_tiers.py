@@ -349,3 +349,25 @@ def test_an_office_before_a_bridge_name_is_dropped(shared_data):
     claim = "The Rome Protocols were signed by three Prime Ministers one of which was assassinated as part of what?"
     assert "Engelbert Dollfuss" in pages_fetched(shared_data, ["Rome Protocols", "Engelbert Dollfuss"], claim,
                                                  ["Rome Protocols", "Prime Ministers"])
+
+
+def test_the_best_local_evidence_is_read_for_bridge_names_before_search_hits(shared_data, monkeypatch):
+    """When no page the claim names was found ("Back", "Mono"), the best local evidence is the likelier first hop
+    than keyword hits: its closest sentence ("The first track, 'To Know Him Is to Love Him' ...") is read before
+    the hits' sentences fill the one request's titles."""
+    from fallback.fakewiki import pages_from_hotpot
+
+    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    local = pages_from_hotpot(corpus, titles=["Back to Mono (1958–1969)"])["Back to Mono (1958–1969)"]
+    remote = pages_from_hotpot(corpus, titles=["Back to December", "Back Up, Dancer", "Back to the Beat (EP)",
+                                               "Motion City Soundtrack", "To Know Him Is to Love Him"])
+    claim = ("Who is the writer of this song that was inspired by words on a tombstone and was the first track on "
+             "the box set Back to Mono?")
+    # The keyword hits outscore everything else, as they did on the HotpotQA split (TF-IDF scorer), and their
+    # sentences hold as many names as the request takes.
+    monkeypatch.setattr("fallback.live.BRIDGE_TITLES", 14)
+    scorer = FunctionScorer(lambda _claim, texts: [1.0 if t.startswith("Back") else 0.1 for t in texts])
+    with FakeWiki(remote) as w:
+        result = fallback(w, scorer=scorer, min_relevance=0.5).retrieve(claim, ["Back", "Mono"], k=10,
+                                                                        context=[(local.title, local.intro)])
+    assert "To Know Him Is to Love Him" in [p.title for p in result.pages]
