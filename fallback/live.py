@@ -17,7 +17,7 @@ import logging
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import httpx
 
@@ -215,6 +215,23 @@ class LiveFallback:
             run.score_new()
             if run.done():
                 break
+        return self._result(run, start, k)
+
+    def bridge(self, claim: str, context: Sequence[tuple[str, str]], *, k: int = 10,
+               known: Callable[[list[str]], set[str]] | None = None) -> LiveResult:
+        """The second hop alone, for a claim whose entities are all local: the names in the sentences closest to
+        the claim of the best local evidence (``context``, as (title, text)) that ``known`` does not return (the
+        names the local index has), in one request; every page found is evidence. No search, no other attempt."""
+        api = self.api
+        start = (api.requests, api.cache_hits, api.cache_misses)
+        state = ClaimState(claim, attempts=1)
+        run = _Run(self, claim, [], state, context=list(context)[:BRIDGE_LOCAL_PAGES])
+        run._bridges(known=known)
+        run.score_new()
+        return self._result(run, start, k)
+
+    def _result(self, run: "_Run", start: tuple[int, int, int], k: int) -> LiveResult:
+        api, state = self.api, run.state
         # A page the claim names is evidence about that entity even when its intro shares few words with
         # the claim, and so is a bridge page (the second hop, named by the sentence of a page that is closest to
         # the claim: "Kelly Osbourne" for "What British singer-songwriter hosted the 16th Annual Young Hollywood
@@ -357,10 +374,11 @@ class _Run:
                 # Glass"): evidence about the entity even when its intro shares few words with the claim.
                 self._add_page(info, for_entity, keep=rank == 0 and entity is not None and same_name(entity, info.title))
 
-    def _bridges(self) -> None:
+    def _bridges(self, *, known: Callable[[list[str]], set[str]] | None = None) -> None:
         """The second hop of a bridge claim: names in the sentences, closest to the claim, of the best pages so
         far ("Kaiser Ventures ... was founded by an American industrialist": the intro of "Kaiser Ventures"
-        names "Henry J. Kaiser"). One request resolves them all; every page found is evidence, ranked by the scorer."""
+        names "Henry J. Kaiser"). One request resolves them all; every page found is evidence, ranked by the scorer.
+        ``known``: of a list of names, those the local index has (not asked for)."""
         claim_words = set(content_words(self.claim))
         claim_key = f" {normalize_title(self.claim)} "
         names: list[str] = []
@@ -392,10 +410,13 @@ class _Run:
             intros.setdefault(cand.title, cand)  # a page's first candidate is its intro's first chunk
         for title in fetched & intros.keys():
             intros[title].keep = True
-        names = [n for n in names if canonical_title(n) not in self.pages]
+        names = list(dict.fromkeys(n for n in names if canonical_title(n) not in self.pages))
+        if known is not None and names:
+            local = known(names)
+            names = [n for n in names if n not in local]
         if not names:
             return
-        for info in self._intros(list(dict.fromkeys(names))[:BRIDGE_TITLES]).values():
+        for info in self._intros(names[:BRIDGE_TITLES]).values():
             if not (info.missing or info.invalid or info.is_disambiguation):
                 self._add_page(info, None, keep=True)  # found for the claim, not for one of its missing names
 

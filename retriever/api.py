@@ -97,6 +97,7 @@ class Retriever:
         fallback: Any | None = None,
         on_the_fly: bool = False,
         ingest_live: bool = False,
+        live_bridges: bool = False,
     ):
         self.store = store
         self.index_dir = index_dir
@@ -108,6 +109,7 @@ class Retriever:
         self.fallback = fallback
         self.on_the_fly = on_the_fly
         self.ingest_live = ingest_live
+        self.live_bridges = live_bridges
         self._backends: dict[str, Any] = {}
         self._executor: Any | None = None
 
@@ -130,6 +132,7 @@ class Retriever:
         cache_mode: str | None = None,
         rate: float | None = None,
         ingest_live: bool = False,
+        live_bridges: bool = False,
         http_client: Any | None = None,
     ) -> Retriever:
         """Open an index folder. Backends load lazily on first use; the live fallback only with ``on_the_fly``."""
@@ -148,7 +151,7 @@ class Retriever:
             )
         retriever = cls(
             store, index_dir=d, channels=wanted, weights=weights, fusion=fusion, rrf_k=rrf_k, depth=depth,
-            fallback=fallback, on_the_fly=on_the_fly, ingest_live=ingest_live,
+            fallback=fallback, on_the_fly=on_the_fly, ingest_live=ingest_live, live_bridges=live_bridges,
         )
         if on_the_fly and fallback is None:
             from fallback.live import open_fallback
@@ -284,11 +287,19 @@ class Retriever:
             covered = [(e.title, e.evidence_text) for e in evidence]
             missing = missing_entities(mentions, claim=claim, covered=covered)
             stats.update({"missing_entities": missing, "requests": 0, "cache_hits": 0})
+            live = None
             if missing:
                 live = self.fallback.retrieve(claim, missing, k=k, context=covered)
-                stats.update({"requests": live.requests, "cache_hits": live.cache_hits, "attempts": live.attempts})
                 status = live.status
                 evidence = _interleave(list(live.evidence), evidence, k)
+            elif self.live_bridges and covered:
+                # Every entity is local, but the page the claim leads to may not be: the second hop's names that
+                # resolve to no local page are asked for. The claim's own pages stay first.
+                live = self.fallback.bridge(claim, covered, k=k,
+                                            known=lambda names: set(self.store.resolve_titles(names)))
+                evidence = _interleave(evidence, list(live.evidence), k)
+            if live is not None:
+                stats.update({"requests": live.requests, "cache_hits": live.cache_hits, "attempts": live.attempts})
                 if self.ingest_live and live.pages and self.index_dir is not None:
                     from fallback.delta import write_live_pages
 
@@ -355,12 +366,13 @@ def default_live_scorer(retriever: Retriever, kind: str = "auto") -> tuple[Any, 
     return FunctionScorer(score_texts), LIVE_MIN_TFIDF
 
 
-def _interleave(live: list[Evidence], local: list[Evidence], k: int) -> list[Evidence]:
-    """Live evidence answers entities the local index lacks, so it alternates with local evidence from the top."""
+def _interleave(first: list[Evidence], second: list[Evidence], k: int) -> list[Evidence]:
+    """Live evidence answers what the local index lacks, so it alternates with local evidence from the top:
+    live first for the claim's missing entities, local first for a second hop."""
     out: list[Evidence] = []
     seen: set[str] = set()
-    for i in range(max(len(live), len(local))):
-        for src in (live, local):
+    for i in range(max(len(first), len(second))):
+        for src in (first, second):
             if i < len(src) and src[i].title not in seen:
                 seen.add(src[i].title)
                 out.append(src[i])

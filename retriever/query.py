@@ -97,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--cache-mode", choices=("record", "replay", "off"), help="record (default when live), replay (no network), off")
     g.add_argument("--rate", type=float, help="requests per second (default 1)")
     g.add_argument("--ingest-live", action="store_true", help="write pages fetched live into the index's delta store")
+    g.add_argument("--live-bridges", action="store_true",
+                   help="with --on-the-fly, also when every entity is local: fetch the second hop's pages that the "
+                        "index lacks (names in the best local evidence; one request)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging and tracebacks")
     return p
@@ -124,10 +127,13 @@ def _run(args: argparse.Namespace) -> int:
         raise QueryError("give a claim, or --queries FILE.jsonl")
     if args.k <= 0:
         raise QueryError("--k must be positive")
+    if args.live_bridges and not args.on_the_fly:
+        raise QueryError("--live-bridges works with --on-the-fly")
     retriever = Retriever.open(
         args.index, channels=args.indexes, weights=_parse_weights(args.weights), fusion=args.fusion,
         on_the_fly=args.on_the_fly, api_url=args.api_url, contact=args.contact, cache_dir=args.cache,
         cache_mode=args.cache_mode, rate=args.rate, ingest_live=args.ingest_live,
+        live_bridges=args.live_bridges,
     )
     multihop = None
     if args.multihop:

@@ -251,3 +251,38 @@ def test_a_title_match_keeps_the_function_words_a_name_capitalises():
     assert missing_entities([m("Camel Up")], covered=covered) == ["Camel Up"]
     # Lower-case function words may differ or be missing from the name as written.
     assert missing_entities([m("Tunnels and Trolls"), m("I'd Come")], covered=covered) == []
+
+
+def test_live_bridges_fetch_the_second_hop_that_the_index_lacks(shared_data, tmp_path):
+    """Every entity of the question is local ("Ralph Hefferline"), so plain --on-the-fly asks nothing; with
+    live_bridges the names in his page's closest sentence that resolve to no local page ("Columbia University")
+    are asked for in one request, and the page found follows the local evidence."""
+    from fallback.fakewiki import pages_from_hotpot
+    from indexer.build import build_index
+
+    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    src = tmp_path / "local.jsonl"
+    with src.open("w", encoding="utf-8") as fh:
+        for page in pages_from_hotpot(corpus, titles=["Ralph Hefferline"]).values():
+            fh.write(json.dumps({"title": page.title, "text": page.intro}) + "\n")
+    build_index([src], tmp_path / "index", indexes=())
+    claim = "Ralph Hefferline was a psychology professor at a university that is located in what city?"
+    with FakeWiki(pages_from_hotpot(corpus, titles=["Columbia University"])) as w:
+        with open_live(tmp_path / "index", w, tmp_path / "cache") as r:
+            plain = r.search(claim, 5)
+        with open_live(tmp_path / "index", w, tmp_path / "cache", live_bridges=True) as r:
+            bridged = r.search(claim, 5)
+        asked = [q.params.get("titles", "").split("|") for q in w.requests]
+    assert plain.stats["missing_entities"] == [] and plain.stats["requests"] == 0
+    assert bridged.stats["requests"] == 1 and len(asked) == 1
+    assert "Columbia University" in asked[0]
+    titles = [e.title for e in bridged.evidence]
+    assert titles[0] == "Ralph Hefferline" and "Columbia University" in titles
+    assert next(e for e in bridged.evidence if e.title == "Columbia University").origin == "live"
+    assert bridged.status == plain.status  # the claim's own pages are local: a second hop changes no status
+
+
+def test_cli_live_bridges_needs_on_the_fly(local_index):
+    cmd = [sys.executable, "-m", "retriever.query", "--index", str(local_index), "--live-bridges", "claim"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--live-bridges" in proc.stderr

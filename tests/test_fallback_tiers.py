@@ -371,3 +371,22 @@ def test_the_best_local_evidence_is_read_for_bridge_names_before_search_hits(sha
         result = fallback(w, scorer=scorer, min_relevance=0.5).retrieve(claim, ["Back", "Mono"], k=10,
                                                                         context=[(local.title, local.intro)])
     assert "To Know Him Is to Love Him" in [p.title for p in result.pages]
+
+
+def test_a_second_hop_alone_asks_only_for_names_the_local_index_lacks(shared_data):
+    """``bridge`` reads the local evidence's closest sentences; the names ``known`` returns are not asked for, and
+    when it knows them all no request is made."""
+    from fallback.fakewiki import pages_from_hotpot
+
+    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    local = pages_from_hotpot(corpus, titles=["Ralph Hefferline"])["Ralph Hefferline"]
+    claim = "Ralph Hefferline was a psychology professor at a university that is located in what city?"
+    with FakeWiki(pages_from_hotpot(corpus, titles=["Columbia University"])) as w:
+        result = fallback(w).bridge(claim, [(local.title, local.intro)], known=lambda names: {"Muncie", "Indiana"})
+        assert [e.title for e in result.evidence] == ["Columbia University"]
+        assert result.requests == 1 and result.status == STATUS_FOUND
+        asked = w.requests[-1].params["titles"].split("|")
+        assert "Columbia University" in asked and not {"Muncie", "Indiana"} & set(asked)
+        n = len(w.requests)
+        none = fallback(w).bridge(claim, [(local.title, local.intro)], known=set)
+        assert none.requests == 0 and len(w.requests) == n and none.status == STATUS_FAILED
