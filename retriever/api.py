@@ -282,32 +282,43 @@ class Retriever:
         if use_live and "title" not in chans:
             mentions = tuple(find_mentions(claim, self.store))
         if use_live:
-            if self.fallback is None:
-                raise ConfigError("on_the_fly needs a fallback: open the Retriever with on_the_fly=True")
-            covered = [(e.title, e.evidence_text) for e in evidence]
-            missing = missing_entities(mentions, claim=claim, covered=covered)
-            stats.update({"missing_entities": missing, "requests": 0, "cache_hits": 0})
-            live = None
-            if missing:
-                live = self.fallback.retrieve(claim, missing, k=k, context=covered)
-                status = live.status
-                evidence = _interleave(list(live.evidence), evidence, k)
-            elif self.live_bridges and covered:
-                # Every entity is local, but the page the claim leads to may not be: the second hop's names that
-                # resolve to no local page are asked for. The claim's own pages stay first.
-                live = self.fallback.bridge(claim, covered, k=k,
-                                            known=lambda names: set(self.store.resolve_titles(names)))
-                evidence = _interleave(evidence, list(live.evidence), k)
-            if live is not None:
-                stats.update({"requests": live.requests, "cache_hits": live.cache_hits, "attempts": live.attempts})
-                if self.ingest_live and live.pages and self.index_dir is not None:
-                    from fallback.delta import write_live_pages
-
-                    stats["ingested"] = write_live_pages(self.index_dir, live.pages)
-                    self.store.reload_delta()
+            evidence, live_status, live_stats = self.with_live(claim, evidence, mentions, k=k)
+            status = live_status or status
+            stats.update(live_stats)
         timings["total"] = (time.perf_counter() - t0) * 1000
         stats["timings_ms"] = {c: round(v, 3) for c, v in timings.items()}
         return SearchResult(claim, status, tuple(evidence), mentions, stats)
+
+    def with_live(self, claim: str, evidence: Sequence[Evidence], mentions: Sequence[Mention], *,
+                  k: int) -> tuple[list[Evidence], str | None, dict[str, Any]]:
+        """Local evidence completed from the live fallback: the claim's ``mentions`` that the local index lacks
+        are looked up (live evidence first), or with ``live_bridges`` the second hop of a claim whose entities
+        are all local (local evidence first). Returns the evidence, the live status when the claim was looked
+        up (else None), and the request counts."""
+        if self.fallback is None:
+            raise ConfigError("on_the_fly needs a fallback: open the Retriever with on_the_fly=True")
+        evidence = list(evidence)
+        covered = [(e.title, e.evidence_text) for e in evidence]
+        missing = missing_entities(mentions, claim=claim, covered=covered)
+        stats: dict[str, Any] = {"missing_entities": missing, "requests": 0, "cache_hits": 0}
+        status = live = None
+        if missing:
+            live = self.fallback.retrieve(claim, missing, k=k, context=covered)
+            status = live.status
+            evidence = _interleave(list(live.evidence), evidence, k)
+        elif self.live_bridges and covered:
+            # Every entity is local, but the page the claim leads to may not be: the second hop's names that
+            # resolve to no local page are asked for. The claim's own pages stay first.
+            live = self.fallback.bridge(claim, covered, k=k, known=lambda names: set(self.store.resolve_titles(names)))
+            evidence = _interleave(evidence, list(live.evidence), k)
+        if live is not None:
+            stats.update({"requests": live.requests, "cache_hits": live.cache_hits, "attempts": live.attempts})
+            if self.ingest_live and live.pages and self.index_dir is not None:
+                from fallback.delta import write_live_pages
+
+                stats["ingested"] = write_live_pages(self.index_dir, live.pages)
+                self.store.reload_delta()
+        return evidence, status, stats
 
     def search_batch(self, claims: Iterable[str], k: int = 10, **kwargs: Any) -> Iterator[SearchResult]:
         for c in claims:

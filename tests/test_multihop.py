@@ -160,3 +160,24 @@ def test_cli_multihop(index, capsys):
     assert [h["hop"] for h in out["hops"]] == [1, 2]
     assert {"claim", "semantic", "entity", "attribute"} >= set(out["hops"][0]["queries"])
     assert SECOND in {e["title"] for e in out["evidence"]}
+
+
+def test_multihop_with_on_the_fly_looks_up_only_what_the_index_lacks(index, shared_data, tmp_path):
+    """With ``on_the_fly`` the hops' local evidence is the context of the live fallback: a name the fragment
+    lacks ("Socrates") is fetched live; a claim whose entities are all local makes no request."""
+    from fallback.fakewiki import FakeWiki, pages_from_vital
+    from retriever.api import Retriever
+    from retriever.multihop import MultiHopParams, MultiHopRetriever
+
+    pages = pages_from_vital(shared_data / "corpora" / "vital_articles_summaries.json", titles=["Socrates", "Plato"])
+    with FakeWiki(pages) as w, Retriever.open(index, on_the_fly=True, api_url=w.api_url, contact="tests@example.org",
+                                              cache_dir=tmp_path / "cache", rate=1000) as r:
+        mh = MultiHopRetriever(r, params=MultiHopParams(final_k=5, hops=2))
+        local = mh.search(BRIDGE_CLAIM).to_dict()
+        assert local["requests"] == 0 and local["missing_entities"] == [] and not w.requests
+        res = mh.search("Socrates taught the teacher of Aristotle.").to_dict()
+        server = f"http://127.0.0.1:{w.port}/"
+    assert res["missing_entities"] == ["Socrates"] and res["requests"] > 0
+    live = [e for e in res["evidence"] if e["origin"] == "live"]
+    assert live and live[0]["title"] == "Socrates" and live[0]["url"].startswith(server)
+    assert SECOND in {e["title"] for e in res["evidence"] if e["origin"] == "local"}

@@ -81,7 +81,8 @@ class MultiHopRetriever:
             return MultiHopResult(claim, STATUS_EMPTY_QUERY, (), (), {"timings_ms": {"total": 0.0}})
         p = self.params
         state = ClaimState(claim)
-        for m in find_mentions(claim, self.store):
+        mentions = find_mentions(claim, self.store)
+        for m in mentions:
             if m.resolution is not None:
                 if m.resolution.title not in state.claim_entities:
                     state.claim_entities.append(m.resolution.title)
@@ -119,6 +120,12 @@ class MultiHopRetriever:
             "timings_ms": {"total": round((time.perf_counter() - t0) * 1000, 3)},
         }
         status = STATUS_OK if evidence_items else STATUS_NO_EVIDENCE
+        if self.retriever.on_the_fly:  # what the hops found locally is the context of the live lookups
+            evidence_items, live_status, live_stats = self.retriever.with_live(claim, evidence_items, mentions,
+                                                                               k=p.final_k)
+            status = live_status or status
+            stats.update(live_stats)
+            stats["timings_ms"] = {"total": round((time.perf_counter() - t0) * 1000, 3)}
         return MultiHopResult(claim, status, tuple(evidence_items), tuple(h.to_dict() for h in state.hops), stats)
 
     # -- planning and running ----------------------------------------------------------------
