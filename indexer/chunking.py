@@ -25,6 +25,11 @@ ABBREVIATIONS: frozenset[str] = frozenset({
 # to start with one character set (a newline or the first punctuation mark), which the regex engine
 # scans for quickly; "\n|[.!?]+..." is three times slower.
 _CUT = re.compile(r"[\n.!?\u2026\u3002](?:(?<=\n)|(?<!\n)[.!?\u2026\u3002]*[\"'\u201d\u2019)\]]*(?=[^\S\n]))")
+# Texts with no "!", "?", "\u2026" or "\u3002" (nearly all) find _CUT's matches with two scans for a
+# literal first character, merged by a sort: ~2x faster than the scan for _CUT's first-character set.
+# ("\.\.*", not "\.+": the engine only finds the literal prefix in the former.)
+_DOT_CUT = re.compile(r"\.\.*[\"'\u201d\u2019)\]]*(?=[^\S\n])")
+_NEWLINE = re.compile(r"\n")
 _WORD_BEFORE = re.compile(r"[\w.\-']*$")
 _INITIALS = re.compile(r"(?:\w\.)+\w?$")
 _WORDS = re.compile(r"\S+")
@@ -51,9 +56,12 @@ def _is_false_stop(text: str, dot: int, end: int) -> bool:
     far = dot - _LONGEST_ABBREVIATION - 1
     if far >= 0 and text[far:dot].isalpha():
         return False
-    # The token right before the period, up to 20 characters back.
-    m = _WORD_BEFORE.search(text, max(0, dot - 20), dot)
-    word = m.group() if m else ""
+    # The token right before the period, up to 20 characters back: usually letters or digits after a
+    # space (taken without the regex, which retries at every offset of the window).
+    window = text[max(0, dot - 20):dot]
+    word = window[window.rfind(" ") + 1:]
+    if word and not word.isalnum():
+        word = _WORD_BEFORE.search(window).group()
     if not word:
         return False
     if word.casefold().strip("'") in ABBREVIATIONS:
@@ -75,19 +83,33 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     """
     spans: list[tuple[int, int]] = []
     start = 0
-    for m in _CUT.finditer(text):
-        cut = m.start()
+    for cut, end in _cuts(text):
         if text[cut] == "\n":
-            _add_span(text, start, cut, spans)
-            start = cut + 1
+            next_start, end = end, cut
+        elif _is_false_stop(text, cut, end):
             continue
-        end = m.end()
-        if _is_false_stop(text, cut, end):
-            continue
-        _add_span(text, start, end, spans)
-        start = end
+        else:
+            next_start = end
+        # _add_span inlined: a call per sentence costs more than the usual one-step strip.
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end > start:
+            spans.append((start, end))
+        start = next_start
     _add_span(text, start, len(text), spans)
     return spans
+
+
+def _cuts(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of every match of :data:`_CUT` in ``text``, in order."""
+    if "!" in text or "?" in text or "\u2026" in text or "\u3002" in text:
+        return [m.span() for m in _CUT.finditer(text)]
+    cuts = [m.span() for m in _DOT_CUT.finditer(text)]
+    cuts += [m.span() for m in _NEWLINE.finditer(text)]
+    cuts.sort()
+    return cuts
 
 
 def _add_span(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> None:
@@ -113,7 +135,8 @@ def _word_counts(text: str, spans: list[tuple[int, int]], *, one_line: bool) -> 
     is single spaces and newlines (as the cleaner leaves it), a span's words are its spaces plus one:
     counted in place, without building the words.
     """
-    if one_line and "  " not in text and _ODD_SPACE.search(text) is None:
+    # Every odd space is unprintable: a printable text (newlines aside) skips the regex scan.
+    if one_line and "  " not in text and (text.replace("\n", " ").isprintable() or _ODD_SPACE.search(text) is None):
         count = text.count
         return [count(" ", s, e) + 1 for s, e in spans]
     return [len(text[s:e].split()) for s, e in spans]

@@ -290,6 +290,24 @@ def test_split_sentences_abbreviations():
         "Did it?", "Yes (see Fig. 3).", "A list item", "End."]
 
 
+@pytest.mark.parametrize("text", [
+    "One. Two.. Three...\nfour.\" five.) Six.\" \n. .\n\n..x. y.\tz.\u00a0w. ",
+    "A. b! C? d\u2026 e\u3002 f.! g", ".", "\n", "", "no cut here", "3.14 and 2. \nx",
+])
+def test_cut_scan_matches_the_single_regex(text):
+    from indexer.chunking import _CUT, _cuts
+
+    assert _cuts(text) == [m.span() for m in _CUT.finditer(text)]
+
+
+def test_table_tokens_do_not_overlap():
+    from indexer.wikitext import _table_tokens
+
+    # One scan for either token would take "{|" and resume after it, never seeing the "|}" inside "{|}".
+    assert [(at, tok) for _, at, tok in _table_tokens("{|}\n|}\n {|\n|}")] == [
+        (0, "{|"), (4, "|}"), (8, "{|"), (11, "|}")]
+
+
 def test_chunk_section_sizes_and_exact_offsets():
     sentences = [f"Sentence number {i} has exactly seven words." for i in range(60)]
     text = " ".join(sentences)
@@ -341,3 +359,20 @@ def test_faster_than_mwparserfromhell(gensim_pages):
     texts = [text for _, ns, redirect, text in gensim_pages if ns == 0 and not redirect]
     result = measure(texts, repeat=3)
     assert result["speedup"] >= 10, result
+
+
+def test_every_rendered_template_is_listed():
+    """Templates not in _RENDERED are dropped before _render_template sees them: every name it compares
+    ``name`` with must be listed, or the template silently vanishes from the prose."""
+    import ast
+    import inspect
+
+    from indexer import wikitext
+
+    compared: set[str] = set()
+    for node in ast.walk(ast.parse(inspect.getsource(wikitext._render_template))):
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "name":
+            for c in node.comparators:
+                consts = c.elts if isinstance(c, ast.Tuple) else [c]
+                compared |= {x.value for x in consts if isinstance(x, ast.Constant) and isinstance(x.value, str)}
+    assert compared and compared <= wikitext._RENDERED
