@@ -90,13 +90,7 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
             continue
         else:
             next_start = end
-        # _add_span inlined: a call per sentence costs more than the usual one-step strip.
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        if end > start:
-            spans.append((start, end))
+        _add_span(text, start, end, spans)
         start = next_start
     _add_span(text, start, len(text), spans)
     return spans
