@@ -497,7 +497,8 @@ def missing_entities(
     index has the pages the claim is about, and the other names are their context. A missing subject is
     always looked up, even when other pages mention it. A question is not about its first entity alone, so a
     local one does not stop the lookup of the others, and a missing one ("Who is older, X or Y?") is looked
-    up; so is every entity a question compares ("X or Y", "Are X and Y both ..."), wherever it stands. A name
+    up; so is every entity a question compares ("X or Y", "Are X and Y both ..."), wherever it stands, unless
+    its own page is local (a title qualified as another kind of thing, "X (album)" for a band, is not). A name
     that runs across a comma or quotes is judged, and returned, piece by piece; a quoted title (see
     ``quoted_titles``) is one name.
     """
@@ -511,12 +512,22 @@ def missing_entities(
         base = strip_disambiguator(t)
         title_words.setdefault(_title_key(base), []).append(set(words(base)))
 
-    def by_title(piece: str) -> bool:
+    # A compared entity's page: a title without a disambiguator, or one whose disambiguator is a word of the
+    # claim, the kind of thing the claim compares ("Which band ..., Royal Blood" -> "Royal Blood (band)");
+    # "Marcy Playground (album)" is another thing of the band's name.
+    claim_words = {fold_plural(w) for w in words(claim)}
+    own_words: dict[frozenset[str], list[set[str]]] = {}
+    for t in titles:
+        base = strip_disambiguator(t)
+        if base == t or {fold_plural(w) for w in words(t[len(base):])} & claim_words:
+            own_words.setdefault(_title_key(base), []).append(set(words(base)))
+
+    def by_title(piece: str, among: dict[frozenset[str], list[set[str]]] = title_words) -> bool:
         key = _title_key(piece)
-        if not key or key not in title_words:
+        if not key or key not in among:
             return False
         caps = _capitalised_function_words(piece)
-        return any(caps <= ws for ws in title_words[key])
+        return any(caps <= ws for ws in among[key])
 
     def pieces(m: Mention) -> list[str]:
         if m.quoted:
@@ -529,6 +540,7 @@ def missing_entities(
     is_local = {id(m): bool(m.resolved) or all(by_title(p) for p in pieces(m)) for m in named}
     anchored = any(m.resolved for m in named)
     subjects: set[int] = set()
+    compared: set[int] = set()
     if subject_first and claim and items:
         groups = _coordinated_groups(claim, [(m.start, m.end, is_local[id(m)], m) for m in named]
                                      + [(s, e, True, None) for s, e in _title_anchors(claim, titles)])
@@ -538,16 +550,18 @@ def missing_entities(
             return []
         subjects = {id(m) for _, _, local, m in groups[0] if not local}
         # A comparison ("Are X and Y both ...?", "Who is older, X or Y?") is about each entity it compares: one
-        # that the other's page merely mentions ("Lisa Raymond" in the intro of "Liezel Huber") still needs its own.
-        subjects |= {id(m) for group in groups[1:] if _is_compared(claim, group)
-                     for _, _, local, m in group if m is not None and not local}
+        # that the other's page merely mentions ("Lisa Raymond" in the intro of "Liezel Huber") still needs its own,
+        # and a page of another thing of that name ("Marcy Playground (album)" for the band) is not it.
+        compared = {id(m) for group in groups if _is_compared(claim, group) for _, _, _, m in group
+                    if m is not None and not m.resolved and not all(by_title(p, own_words) for p in pieces(m))}
+        subjects |= compared
 
     # Word sets of the evidence, for the text coverage below: built only past the subject-first check.
     item_words = [{fold_plural(w) for w in words(t)} | {fold_plural(w) for w in words(x)} for t, x in items]
     lowered = [x.casefold() for _, x in items]
 
     def known(piece: str, m: Mention) -> bool:
-        if is_quantity(piece) or not _name_words(piece) or by_title(piece):
+        if is_quantity(piece) or not _name_words(piece) or by_title(piece, own_words if id(m) in compared else title_words):
             return True
         if id(m) in subjects:  # the claim is about it: other pages mentioning it are not its page
             return False

@@ -244,6 +244,24 @@ def test_every_entity_a_question_compares_needs_its_own_page():
     assert missing_entities(ms, claim=claim, covered=covered) == ["Vibe"]
 
 
+def test_a_compared_entity_is_not_another_thing_of_its_name():
+    """A compared entity whose name matches only a local title qualified as something else ("Marcy Playground
+    (album)" for a band) is looked up; a qualifier the question names ("Royal Blood (band)") is its page."""
+    claim = "Which band has more members, The Futureheads or Marcy Playground?"
+    covered = [("Marcy Playground (album)", "Marcy Playground is the debut album by Marcy Playground.")]
+    ms = [at(claim, "The Futureheads"), at(claim, "Marcy Playground")]
+    assert missing_entities(ms, claim=claim, covered=covered) == ["The Futureheads", "Marcy Playground"]
+    claim = "Which band has more members, Kitchens of Distinction or Royal Blood?"
+    covered = [("Royal Blood (band)", "Royal Blood are an English rock duo."),
+               ("Kitchens of Distinction", "Kitchens of Distinction are an English band.")]
+    ms = [at(claim, "Kitchens of Distinction", True), at(claim, "Royal Blood")]
+    assert missing_entities(ms, claim=claim, covered=covered) == []
+    # Outside a comparison the qualified title still names the page ("Big Stone Gap" ~ "Big Stone Gap (film)").
+    claim = "Who directed Big Stone Gap?"
+    covered = [("Big Stone Gap (film)", "Big Stone Gap is a 2014 American romantic comedy film.")]
+    assert missing_entities([at(claim, "Big Stone Gap")], claim=claim, covered=covered) == []
+
+
 def test_a_title_match_keeps_the_function_words_a_name_capitalises():
     covered = [("Camel", "A camel is an even-toed ungulate."), ("Tunnels & Trolls", "A role-playing game."),
                ("I'd Come for You", "A single by Nickelback.")]
