@@ -91,6 +91,15 @@ def test_redirects_resolve_through_title_channel(retriever):
     assert target in [h.title for h in hits]
 
 
+def test_a_disambiguation_page_ranks_below_the_entity_in_the_title_channel(retriever):
+    """"Ada" (a disambiguation page in the fragment) resolves, flagged, and scores below an entity named with it."""
+    store = retriever.store
+    assert store.resolve_title("Ada").is_disambiguation and store.resolve_title("ada").is_disambiguation
+    assert not store.resolve_title("Aristotle").is_disambiguation
+    hits = {h.title: h.score for h in retriever.channel_search("title", "Ada and Aristotle", 5)}
+    assert hits["Aristotle"] > hits["Ada"]
+
+
 @pytest.mark.parametrize("query", BAD_QUERIES, ids=range(len(BAD_QUERIES)))
 def test_bad_queries_never_crash(retriever, query):
     res = retriever.search(query, 5)

@@ -54,6 +54,8 @@ class TitleBackend:
                 2.0 + (0.5 if res.exact else 0.0) + (0.25 if res.via_redirect is None else 0.0)
                 + 0.2 * (n_words - 1) - 1.0 * (m.start / span)
             )
+            if res.is_disambiguation:
+                score -= 1.0  # a disambiguation page is a weaker answer than the entity itself
             scored.append((score, m.start, res.page_id, m.text))
         scored.sort(key=lambda x: (-x[0], x[1]))
         seen: set[int] = set()
@@ -64,14 +66,11 @@ class TitleBackend:
             seen.add(pid)
             ordered.append((score, pid, text))
         leads = self.store.lead_passages([pid for _, pid, _ in ordered])
-        pages = self.store.pages([pid for _, pid, _ in ordered])
         hits: list[Hit] = []
         for score, pid, text in ordered:
             p = leads.get(pid)
             if p is None:
                 continue
-            if pages.get(pid) is not None and pages[pid].is_disambiguation:
-                score -= 1.0  # a disambiguation page is a weaker answer than the entity itself
             hits.append(Hit(p.passage_id, pid, float(score), 0, self.name, title=p.title, matched=text))
         hits.sort(key=lambda h: -h.score)
         return [Hit(h.passage_id, h.page_id, h.score, r, h.channel, h.title, h.matched) for r, h in enumerate(hits[:k], 1)]
