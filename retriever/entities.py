@@ -507,20 +507,18 @@ def missing_entities(
         items.append(("", covered_text))
     # A disambiguation page lists the pages sharing a name: it is none of them.
     titles = [t for t, _ in items if t and not t.endswith("(disambiguation)")]
-    title_words: dict[frozenset[str], list[set[str]]] = {}
-    for t in titles:
-        base = strip_disambiguator(t)
-        title_words.setdefault(_title_key(base), []).append(set(words(base)))
-
-    # A compared entity's page: a title without a disambiguator, or one whose disambiguator is a word of the
-    # claim, the kind of thing the claim compares ("Which band ..., Royal Blood" -> "Royal Blood (band)");
-    # "Marcy Playground (album)" is another thing of the band's name.
+    # Top titles by their words without a disambiguator. own_words: the titles a compared entity may match,
+    # those without a disambiguator or with one the claim names, the kind of thing it compares ("Which band ...,
+    # Royal Blood" -> "Royal Blood (band)"); "Marcy Playground (album)" is another thing of the band's name.
     claim_words = {fold_plural(w) for w in words(claim)}
+    title_words: dict[frozenset[str], list[set[str]]] = {}
     own_words: dict[frozenset[str], list[set[str]]] = {}
     for t in titles:
         base = strip_disambiguator(t)
+        key, base_words = _title_key(base), set(words(base))
+        title_words.setdefault(key, []).append(base_words)
         if base == t or {fold_plural(w) for w in words(t[len(base):])} & claim_words:
-            own_words.setdefault(_title_key(base), []).append(set(words(base)))
+            own_words.setdefault(key, []).append(base_words)
 
     def by_title(piece: str, among: dict[frozenset[str], list[set[str]]] = title_words) -> bool:
         key = _title_key(piece)
