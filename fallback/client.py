@@ -247,7 +247,9 @@ class WikiApi:
             self.cache_misses += 1
             described = "&".join(f"{k}={v}" for k, v in sorted(full.items()) if k not in ("format", "formatversion"))
             if self.replay_miss == "error":
-                raise CacheMissError(f"replay: request not in the cache {self.cache.root if self.cache else ''}: {described}")
+                # "is not None": an empty cache is falsy (it has a length), and its folder is the useful part.
+                where = f" {self.cache.root}" if self.cache is not None else " (no --cache folder given)"
+                raise CacheMissError(f"replay: request not in the cache{where}: {described}")
             log.info("replay miss (skipped): %s", described)
             return ApiResponse(None, None)
         body, status = self._fetch(full)

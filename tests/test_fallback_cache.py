@@ -76,8 +76,9 @@ def test_record_mode_second_run_is_served_from_cache(corpus, tmp_path):
 def test_replay_miss_error_or_explicit(corpus, tmp_path):
     strict = open_fallback(api_url="http://127.0.0.1:9/w/api.php", cache_dir=tmp_path, cache_mode="replay",
                            http_client=httpx.Client(transport=NoNetwork()), env={})
-    with pytest.raises(CacheMissError, match="not in the cache"):
+    with pytest.raises(CacheMissError, match="not in the cache") as info:
         strict.retrieve(*CLAIMS[0])
+    assert f"cache {tmp_path}: " in str(info.value)  # names the folder, empty as it is
     lenient = open_fallback(api_url="http://127.0.0.1:9/w/api.php", cache_dir=tmp_path, cache_mode="replay",
                             replay_miss="skip", http_client=httpx.Client(transport=NoNetwork()), env={})
     result = lenient.retrieve(*CLAIMS[0])
