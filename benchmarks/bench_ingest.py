@@ -24,7 +24,7 @@ log = logging.getLogger("benchmarks.ingest")
 
 GENSIM = "dumps/gensim-enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 ID_STRIDE = 10_000_000
-REPEATS = 2              # each measurement runs this often; the fastest run is reported
+REPEATS = 3              # each measurement runs this often, in turns; the fastest run is reported
 MULTISTREAM_PAGES = 100  # pages per bz2 stream, as in enwiki's pages-articles-multistream dumps
 TARGETS = {"ingest_vs_strip_code": 5.0, "ingest_vs_decompression": 2.0}
 
@@ -164,28 +164,32 @@ def ingest(dump: Path, out: Path, *, workers: int) -> dict:
             "pages": manifest["inputs"][0]["pages_kept"], "counts": manifest["counts"]}
 
 
-def _best(run, repeats: int) -> dict:
-    """The fastest of ``repeats`` runs: other jobs on the machine only ever slow a run down."""
-    return min((run() for _ in range(repeats)), key=lambda r: r["seconds"])
+def _fastest(results: list[dict]) -> dict:
+    """The fastest of repeated runs: other jobs on the machine only ever slow a run down."""
+    return min(results, key=lambda r: r["seconds"])
 
 
 def main(shared: Path, out: Path, *, copies: int = 20, repeats: int = REPEATS) -> str:
     out.mkdir(parents=True, exist_ok=True)
     single, multi = make_dumps(Path(shared), out, copies=copies)
     load_start = os.getloadavg()
-    dec = _best(lambda: decompression(single), repeats)
     texts, ns0_pages = wikitext_of(single)
     wikitext_mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     # strip_code on one copy is enough for its rate (the copies are identical wikitext).
-    base = _best(lambda: strip_code(texts[: len(texts) // copies]), repeats)
+    one_copy = texts[: len(texts) // copies]
     del texts
-    # Round-robin over the configurations so a busy spell on the machine hits one repeat, not one config.
+    # Round-robin over the references and the configurations, so a busy spell on the machine (its speed drifts
+    # by tens of percent within minutes here) hits one repeat of everything, not one measurement.
     configs = [(kind, dump, w) for kind, dump in (("single-stream", single), ("multistream", multi)) for w in (2, 1)]
     tries: dict[tuple[str, int], list[dict]] = {}
+    decs, bases = [], []
     for _ in range(repeats):
+        decs.append(decompression(single))
+        bases.append(strip_code(one_copy))
         for kind, dump, w in configs:
             tries.setdefault((kind, w), []).append(ingest(dump, out, workers=w))
-    runs = {key: min(results, key=lambda r: r["seconds"]) for key, results in tries.items()}
+    dec, base = _fastest(decs), _fastest(bases)
+    runs = {key: _fastest(results) for key, results in tries.items()}
     load_end = os.getloadavg()
     cores = len(os.sched_getaffinity(0))
     lines = [
@@ -195,7 +199,8 @@ def main(shared: Path, out: Path, *, copies: int = 20, repeats: int = REPEATS) -
         f"single-stream bz2 / {multi.stat().st_size / 1e6:.1f} MB multistream bz2 "
         f"({MULTISTREAM_PAGES} pages per stream), "
         f"{dec['mb']:.1f} MB XML, {ns0_pages:,} ns-0 pages ({base['articles'] * copies:,} articles, "
-        f"{wikitext_mb:.1f} MB wikitext). Each figure is the fastest of {repeats} runs.",
+        f"{wikitext_mb:.1f} MB wikitext). Each figure is the fastest of {repeats} runs, taken in turns (every reference and "
+        "configuration once per turn).",
         f"Load average (1/5/15 min) at start {load_start[0]:.1f}/{load_start[1]:.1f}/{load_start[2]:.1f}, "
         f"at end {load_end[0]:.1f}/{load_end[1]:.1f}/{load_end[2]:.1f} on {cores} cores: other jobs share the CPUs, "
         "so wall times are upper bounds; CPU seconds (this process tree) show the work itself.",
