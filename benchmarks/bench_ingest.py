@@ -199,8 +199,8 @@ def main(shared: Path, out: Path, *, copies: int = 20, repeats: int = REPEATS) -
         f"single-stream bz2 / {multi.stat().st_size / 1e6:.1f} MB multistream bz2 "
         f"({MULTISTREAM_PAGES} pages per stream), "
         f"{dec['mb']:.1f} MB XML, {ns0_pages:,} ns-0 pages ({base['articles'] * copies:,} articles, "
-        f"{wikitext_mb:.1f} MB wikitext). Each figure is the fastest of {repeats} runs, taken in turns (every reference and "
-        "configuration once per turn).",
+        f"{wikitext_mb:.1f} MB wikitext). Each figure is the fastest of {repeats} runs, taken in turns "
+        "(every reference and configuration once per turn).",
         f"Load average (1/5/15 min) at start {load_start[0]:.1f}/{load_start[1]:.1f}/{load_start[2]:.1f}, "
         f"at end {load_end[0]:.1f}/{load_end[1]:.1f}/{load_end[2]:.1f} on {cores} cores: other jobs share the CPUs, "
         "so wall times are upper bounds; CPU seconds (this process tree) show the work itself.",

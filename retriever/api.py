@@ -309,7 +309,8 @@ class Retriever:
         elif self.live_bridges and covered:
             # Every entity is local, but the page the claim leads to may not be: the second hop's names that
             # resolve to no local page are asked for. The claim's own pages stay first.
-            live = self.fallback.bridge(claim, covered, k=k, known=lambda names: set(self.store.resolve_titles(names)))
+            live = self.fallback.bridge(claim, covered, k=k,
+                                        known=lambda names: set(self.store.resolve_titles(names)))
             evidence = _interleave(evidence, list(live.evidence), k)
         if live is not None:
             stats.update({"requests": live.requests, "cache_hits": live.cache_hits, "attempts": live.attempts})

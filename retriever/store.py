@@ -41,10 +41,10 @@ _PAGE_COLS = "page_id, title, namespace, rev_id, rev_timestamp, is_disambiguatio
 _PASSAGE_COLS = "passage_id, page_id, section_index, text, title, heading_path, source"
 
 
-# resolve_titles in one round trip: rows (kind, key, source, target, fragment, page_id, is_disambiguation) of
-# kind 0 exact title,
-# 1 redirect, 2 normalised title, 3 normalised redirect ($1: canonical titles, $2: normalised keys). Several pages
-# may share a normalised key ("Paris" / "PARIS"): the shortest title wins, then the lowest id.
+# resolve_titles in one round trip: rows (kind, key, redirect source, target title, fragment, page_id,
+# is_disambiguation) of kind 0 exact title, 1 redirect, 2 normalised title, 3 normalised redirect ($1: canonical
+# titles, $2: normalised keys). Several pages may share a normalised key ("Paris" / "PARIS"): the shortest title
+# wins, then the lowest id.
 _RESOLVE_SQL = """
 SELECT 0, title, NULL, title, NULL, page_id, is_disambiguation FROM pages WHERE title IN (SELECT unnest($1))
 UNION ALL
@@ -251,27 +251,17 @@ class Store:
         out: dict[str, Resolution] = {}
         for con in self._cons():
             origin = "local" if con is self._main else "live"
-            found: list[dict[str, tuple]] = [{}, {}, {}, {}]  # exact, redirect, loose title, loose redirect
+            found: list[dict[str, tuple]] = [{}, {}, {}, {}]  # by kind: exact, redirect, loose title, loose redirect
             for kind, key, *rest in con.cursor().execute(_RESOLVE_SQL, [sorted(set(canon.values())), keys]).fetchall():
-                found[kind][key] = tuple(rest)
-            exact, redirs, loose_pages, loose_redirs = found
+                found[kind][key] = (kind, *rest)
             for t in wanted:
                 if t in out:
                     continue
                 c, k = canon[t], norm.get(t)
-                if c in exact:
-                    *_, pid, dab = exact[c]
-                    out[t] = Resolution(t, int(pid), c, origin=origin, is_disambiguation=bool(dab))
-                elif c in redirs:
-                    _, target, frag, pid, dab = redirs[c]
-                    out[t] = Resolution(t, int(pid), target, via_redirect=c, fragment=frag, origin=origin,
-                                        is_disambiguation=bool(dab))
-                elif k in loose_pages:
-                    _, title, _, pid, dab = loose_pages[k]
-                    out[t] = Resolution(t, int(pid), title, exact=False, origin=origin, is_disambiguation=bool(dab))
-                elif k in loose_redirs:
-                    src, target, frag, pid, dab = loose_redirs[k]
-                    out[t] = Resolution(t, int(pid), target, via_redirect=src, fragment=frag, exact=False,
+                row = found[0].get(c) or found[1].get(c) or found[2].get(k) or found[3].get(k)
+                if row is not None:
+                    kind, source, target, frag, pid, dab = row
+                    out[t] = Resolution(t, int(pid), target, via_redirect=source, fragment=frag, exact=kind < 2,
                                         origin=origin, is_disambiguation=bool(dab))
         return out
 

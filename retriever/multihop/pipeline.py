@@ -114,18 +114,18 @@ class MultiHopRetriever:
             state.hops.append(record)
         final = state.ranked()[: p.final_k]
         evidence_items = self._evidence(final)
-        stats = {
-            "queries": sum(len(h.queries) for h in state.hops),
-            "candidates": len(state.candidates),
-            "timings_ms": {"total": round((time.perf_counter() - t0) * 1000, 3)},
-        }
         status = STATUS_OK if evidence_items else STATUS_NO_EVIDENCE
+        live_stats: dict[str, Any] = {}
         if self.retriever.on_the_fly:  # what the hops found locally is the context of the live lookups
             evidence_items, live_status, live_stats = self.retriever.with_live(claim, evidence_items, mentions,
                                                                                k=p.final_k)
             status = live_status or status
-            stats.update(live_stats)
-            stats["timings_ms"] = {"total": round((time.perf_counter() - t0) * 1000, 3)}
+        stats = {
+            "queries": sum(len(h.queries) for h in state.hops),
+            "candidates": len(state.candidates),
+            **live_stats,
+            "timings_ms": {"total": round((time.perf_counter() - t0) * 1000, 3)},
+        }
         return MultiHopResult(claim, status, tuple(evidence_items), tuple(h.to_dict() for h in state.hops), stats)
 
     # -- planning and running ----------------------------------------------------------------
