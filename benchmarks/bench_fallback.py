@@ -102,12 +102,13 @@ def make_fallback(api_url: str, cache: Path, retriever: Any, *, scorer: str = "a
     from fallback.client import WikiApi
     from fallback.clock import FakeClock
     from fallback.live import LiveFallback
-    from retriever.api import default_live_scorer
+    from retriever.api import default_live_planner, default_live_scorer
 
     api = WikiApi(api_url=api_url, contact=CONTACT, cache_dir=cache, rate=1000, clock=FakeClock())
     fn, default_threshold = default_live_scorer(retriever, scorer)
     opts = {} if search_top_m is None else {"search_top_m": search_top_m}
-    return LiveFallback(api, scorer=fn, min_relevance=default_threshold if threshold is None else threshold, **opts)
+    return LiveFallback(api, scorer=fn, min_relevance=default_threshold if threshold is None else threshold,
+                        planner=default_live_planner(retriever), **opts)
 
 
 def run_dataset(ds: Dataset, shared: Path, out: Path, *, limit: int | None = None, **fallback_opts: Any) -> dict[str, Any]:

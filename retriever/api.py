@@ -162,7 +162,8 @@ class Retriever:
             }.items() if v is not None}
             scorer, threshold = default_live_scorer(retriever)
             try:
-                retriever.fallback = open_fallback(scorer=scorer, min_relevance=threshold, **opts)
+                retriever.fallback = open_fallback(scorer=scorer, min_relevance=threshold,
+                                                   planner=default_live_planner(retriever), **opts)
             except Exception:
                 store.close()
                 raise
@@ -376,6 +377,22 @@ def default_live_scorer(retriever: Retriever, kind: str = "auto") -> tuple[Any, 
         return list(retriever.backend("tfidf").score_texts(claim, list(texts)))
 
     return FunctionScorer(score_texts), LIVE_MIN_TFIDF
+
+
+def default_live_planner(retriever: Retriever) -> Any:
+    """The search-term planner for live lookups: keywords ranked by the local TF-IDF index's idf when one is
+    built (loaded on first use; a word the index never saw counts as the rarest), else the claim's first words."""
+    from fallback.planner import KeywordPlanner
+
+    if "tfidf" not in retriever.channels:
+        return KeywordPlanner()
+
+    def specificity(words_: Sequence[str]) -> list[float]:
+        backend = retriever.backend("tfidf")
+        rarest = float(backend.idf.max()) if len(backend.idf) else 1.0
+        return [rarest if v is None else v for v in backend.idf_of(list(words_))]
+
+    return KeywordPlanner(specificity=specificity)
 
 
 def _interleave(first: list[Evidence], second: list[Evidence], k: int) -> list[Evidence]:

@@ -304,3 +304,38 @@ def test_cli_live_bridges_needs_on_the_fly(local_index):
     cmd = [sys.executable, "-m", "retriever.query", "--index", str(local_index), "--live-bridges", "claim"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--live-bridges" in proc.stderr
+
+
+def test_first_search_asks_for_the_claims_rarest_words(shared_data, tmp_path):
+    """CirrusSearch (and FakeWiki) answer only pages matching every word: the claim's first eight content words
+    match no page, while its three words of highest idf in the local TF-IDF index find "Paul Manafort" (real
+    HotpotQA pages; "Donald Trump" has no page, and a search for the name finds pages titled after it)."""
+    from fallback.fakewiki import pages_from_hotpot
+    from fallback.live import ClaimState
+    from fallback.planner import KeywordPlanner
+    from indexer.build import build_index
+    from retriever.api import default_live_planner
+
+    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    pages = pages_from_hotpot(corpus, limit=600)
+    manafort = pages_from_hotpot(corpus, titles=["Paul Manafort"])
+    local = dict(list(pages.items())[:300])
+    # The pages about Trump (titled after him) outrank Manafort in a search for the name alone.
+    trump = {t: p for t, p in pages_from_hotpot(corpus).items() if "Donald Trump" in t and t != "Donald Trump"}
+    remote = dict(list(pages.items())[300:]) | trump | manafort
+    src = tmp_path / "local.jsonl"
+    with src.open("w", encoding="utf-8") as fh:
+        for page in local.values():
+            fh.write(json.dumps({"title": page.title, "text": page.intro}) + "\n")
+    build_index([src], tmp_path / "index", indexes=("tfidf",))
+    claim = ("When was the American lawyer, lobbyist and political consultant who was a senior member of the "
+             "presidential campaign of Donald Trump born?")
+    with FakeWiki(remote) as w, open_live(tmp_path / "index", w, tmp_path / "cache") as r:
+        specific = default_live_planner(r).queries(claim, ["Donald Trump"], attempt=1, state=ClaimState(claim))
+        first_words = KeywordPlanner().queries(claim, ["Donald Trump"], attempt=1, state=ClaimState(claim))
+        assert len(specific[0].split()) == 3 and "lobbyist" in specific[0].split()
+        assert r.fallback.api.search(first_words[0]).hits == ()
+        result = r.search(claim, 10)
+        searched = [q.params["srsearch"] for q in w.requests if "srsearch" in q.params]
+    assert specific[0] in searched
+    assert "Paul Manafort" in [e.title for e in result.evidence if e.origin == "live"]

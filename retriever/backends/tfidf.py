@@ -16,6 +16,7 @@ import logging
 import math
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -225,6 +226,10 @@ class TfidfBackend:
 
     def search_batch(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
         return [self.search(q, k) for q in queries]
+
+    def idf_of(self, terms: Sequence[str]) -> list[float | None]:
+        """The stored idf of each term (a lower-cased word), None for a term this index never saw."""
+        return [float(self.idf[c]) if (c := self.vocabulary.get(t)) is not None else None for t in terms]
 
     def score_texts(self, query: str, texts: list[str]) -> list[float]:
         """Cosine of TF-IDF vectors (this index's vocabulary and idf) between the query and each text."""
