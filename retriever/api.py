@@ -306,7 +306,12 @@ class Retriever:
         if missing:
             live = self.fallback.retrieve(claim, missing, k=k, context=covered)
             status = live.status
-            evidence = _interleave(list(live.evidence), evidence, k)
+            # Live evidence first, alternating with the local evidence that the live scorer finds relevant to the
+            # claim; the rest of the local evidence (pages about other things of the claim's words) comes last.
+            scores = self.fallback.scorer.score(claim, [e.evidence_text for e in evidence])
+            weak = [s < self.fallback.min_relevance for s in scores]
+            evidence = _interleave(list(live.evidence), [e for e, w in zip(evidence, weak) if not w], k,
+                                   then=[e for e, w in zip(evidence, weak) if w])
         elif self.live_bridges and covered:
             # Every entity is local, but the page the claim leads to may not be: the second hop's names that
             # resolve to no local page are asked for. The claim's own pages stay first.
@@ -395,9 +400,10 @@ def default_live_planner(retriever: Retriever) -> Any:
     return KeywordPlanner(specificity=specificity)
 
 
-def _interleave(first: list[Evidence], second: list[Evidence], k: int) -> list[Evidence]:
+def _interleave(first: list[Evidence], second: list[Evidence], k: int, *,
+                then: Sequence[Evidence] = ()) -> list[Evidence]:
     """Live evidence answers what the local index lacks, so it alternates with local evidence from the top:
-    live first for the claim's missing entities, local first for a second hop."""
+    live first for the claim's missing entities, local first for a second hop; ``then`` after both."""
     out: list[Evidence] = []
     seen: set[str] = set()
     for i in range(max(len(first), len(second))):
@@ -405,4 +411,8 @@ def _interleave(first: list[Evidence], second: list[Evidence], k: int) -> list[E
             if i < len(src) and src[i].title not in seen:
                 seen.add(src[i].title)
                 out.append(src[i])
+    for e in then:
+        if e.title not in seen:
+            seen.add(e.title)
+            out.append(e)
     return out[:k]

@@ -306,31 +306,42 @@ def test_cli_live_bridges_needs_on_the_fly(local_index):
     assert proc.returncode == 2 and "--live-bridges" in proc.stderr
 
 
-def test_first_search_asks_for_the_claims_rarest_words(shared_data, tmp_path):
-    """CirrusSearch (and FakeWiki) answer only pages matching every word: the claim's first eight content words
-    match no page, while its three words of highest idf in the local TF-IDF index find "Paul Manafort" (real
-    HotpotQA pages; "Donald Trump" has no page, and a search for the name finds pages titled after it)."""
+
+MANAFORT_CLAIM = ("When was the American lawyer, lobbyist and political consultant who was a senior member of the "
+                  "presidential campaign of Donald Trump born?")
+
+
+@pytest.fixture(scope="module")
+def hotpot_split(shared_data, tmp_path_factory):
+    """Real HotpotQA pages: 300 in a local TF-IDF index, 300 others, the pages titled after Donald Trump (who has
+    no page on either side) and "Paul Manafort" only behind the server."""
     from fallback.fakewiki import pages_from_hotpot
-    from fallback.live import ClaimState
-    from fallback.planner import KeywordPlanner
     from indexer.build import build_index
-    from retriever.api import default_live_planner
 
     corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
     pages = pages_from_hotpot(corpus, limit=600)
-    manafort = pages_from_hotpot(corpus, titles=["Paul Manafort"])
-    local = dict(list(pages.items())[:300])
-    # The pages about Trump (titled after him) outrank Manafort in a search for the name alone.
     trump = {t: p for t, p in pages_from_hotpot(corpus).items() if "Donald Trump" in t and t != "Donald Trump"}
-    remote = dict(list(pages.items())[300:]) | trump | manafort
-    src = tmp_path / "local.jsonl"
+    remote = dict(list(pages.items())[300:]) | trump | pages_from_hotpot(corpus, titles=["Paul Manafort"])
+    tmp = tmp_path_factory.mktemp("hotpot_split")
+    src = tmp / "local.jsonl"
     with src.open("w", encoding="utf-8") as fh:
-        for page in local.values():
+        for page in list(pages.values())[:300]:
             fh.write(json.dumps({"title": page.title, "text": page.intro}) + "\n")
-    build_index([src], tmp_path / "index", indexes=("tfidf",))
-    claim = ("When was the American lawyer, lobbyist and political consultant who was a senior member of the "
-             "presidential campaign of Donald Trump born?")
-    with FakeWiki(remote) as w, open_live(tmp_path / "index", w, tmp_path / "cache") as r:
+    build_index([src], tmp / "index", indexes=("tfidf",))
+    return tmp / "index", remote
+
+
+def test_first_search_asks_for_the_claims_rarest_words(hotpot_split, tmp_path):
+    """CirrusSearch (and FakeWiki) answer only pages matching every word: the claim's first eight content words
+    match no page, while its three words of highest idf in the local TF-IDF index find "Paul Manafort" (a
+    search for "Donald Trump" alone finds the pages titled after him)."""
+    from fallback.live import ClaimState
+    from fallback.planner import KeywordPlanner
+    from retriever.api import default_live_planner
+
+    index, remote = hotpot_split
+    claim = MANAFORT_CLAIM
+    with FakeWiki(remote) as w, open_live(index, w, tmp_path / "cache") as r:
         specific = default_live_planner(r).queries(claim, ["Donald Trump"], attempt=1, state=ClaimState(claim))
         first_words = KeywordPlanner().queries(claim, ["Donald Trump"], attempt=1, state=ClaimState(claim))
         assert len(specific[0].split()) == 3 and "lobbyist" in specific[0].split()
@@ -339,3 +350,17 @@ def test_first_search_asks_for_the_claims_rarest_words(shared_data, tmp_path):
         searched = [q.params["srsearch"] for q in w.requests if "srsearch" in q.params]
     assert specific[0] in searched
     assert "Paul Manafort" in [e.title for e in result.evidence if e.origin == "live"]
+
+
+def test_local_evidence_irrelevant_to_the_claim_comes_after_the_live_evidence(hotpot_split, tmp_path):
+    """The local pages that a claim about a missing entity brings up are mostly about other things: those the
+    live scorer finds irrelevant to the claim follow every live page instead of alternating with them."""
+    index, remote = hotpot_split
+    with FakeWiki(remote) as w, open_live(index, w, tmp_path / "cache") as r:
+        res = r.search(MANAFORT_CLAIM, 10)
+        fb = r.fallback
+        scores = fb.scorer.score(MANAFORT_CLAIM, [e.evidence_text for e in res.evidence])
+    origins = [e.origin for e in res.evidence]
+    weak = [i for i, (e, s) in enumerate(zip(res.evidence, scores)) if e.origin == "local" and s < fb.min_relevance]
+    assert origins.count("live") >= 2 and weak
+    assert "live" not in origins[weak[0]:]
