@@ -251,6 +251,15 @@ class LiveFallback:
         )
 
 
+def _joined_parts(name: str, names: Sequence[str]) -> tuple[str, str] | None:
+    """ "Star and Dagger" -> ("Star", "Dagger") when both words are among ``names``."""
+    for joint in (" and ", " & "):
+        left, sep, right = name.partition(joint)
+        if sep and left in names and right in names:
+            return left, right
+    return None
+
+
 class _Run:
     """One claim's retrieval: candidates, pages and state."""
 
@@ -267,6 +276,12 @@ class _Run:
 
     def attempt1(self) -> None:
         infos = self._intros(self.entities)
+        # "Star and Dagger", asked for beside "Star" and "Dagger": with a page, it is the name and they are not
+        # names of their own; without, they are.
+        joined = {e: parts for e in self.entities if (parts := _joined_parts(e, self.entities))}
+        found = {e for e in joined if (i := infos.get(e)) is not None and not (i.missing or i.invalid)}
+        dropped = {p for e in found for p in joined[e]} | (joined.keys() - found)
+        self.entities = [e for e in self.entities if e not in dropped]
         unmatched: list[str] = []
         for entity in self.entities:
             info = infos.get(entity)

@@ -51,8 +51,12 @@ def _tokens(claim: str) -> list[tuple[str, int, int]]:
     return [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(claim)]
 
 
+# A number made an adjective ("17-year-old", "20th-century", "3-time"): a modifier, not the start of a name.
+_NUMBER_ADJECTIVE = re.compile(r"\d[\d,.]*(?:st|nd|rd|th)?-[a-z]")
+
+
 def _is_cap(tok: str) -> bool:
-    return tok[:1].isupper() or tok[:1].isdigit()
+    return tok[:1].isupper() or (tok[:1].isdigit() and not _NUMBER_ADJECTIVE.match(tok))
 
 
 def _candidate_spans(toks: list[tuple[str, int, int]], max_ngram: int) -> list[tuple[int, int]]:
@@ -568,10 +572,35 @@ def missing_entities(
         return anchored and (any(name <= iw for iw in item_words) or any(piece.casefold() in low for low in lowered))
 
     out: list[str] = []
+    joined = _joined_pairs(claim, named)
     for m in named:
         if m.resolved:
             continue
-        for name in pieces(m):  # "1960's, Heavy Metal" -> "Heavy Metal"; "England, Henry Roth" -> both
-            if not known(name, m) and name not in out:
+        pair = joined.get(id(m))
+        if pair is not None and by_title(pair[0]):  # "the film Kiss and Tell" ~ "Kiss and Tell (1945 film)"
+            continue
+        names = [n for n in pieces(m) if not known(n, m)]
+        # "the Star and Dagger bass player": one name, or two? Both are asked for (the fallback keeps the joined
+        # one if it has a page), the joined one first.
+        if pair is not None and names == [m.text] and pair[1] and not known(pair[1], pair[2]):
+            names.insert(0, pair[0])
+        for name in names:  # "1960's, Heavy Metal" -> "Heavy Metal"; "England, Henry Roth" -> both
+            if name not in out:
                 out.append(name)
+    return out
+
+
+_AND = frozenset({" and ", " & "})
+
+
+def _joined_pairs(claim: str, named: Sequence[Mention]) -> dict[int, tuple[str, str, Mention]]:
+    """Single-word names joined by "and" ("Kiss and Tell", "Star and Dagger", "Jack and Jill"), which may be one
+    name or two: ``id(mention) -> (joined name, the other word or "" for the second word, the other mention)``."""
+    out: dict[int, tuple[str, str, Mention]] = {}
+    ordered = sorted((m for m in named if not m.quoted), key=lambda m: m.start)
+    for a, b in zip(ordered, ordered[1:]):
+        if claim[a.end:b.start] in _AND and len(a.text.split()) == 1 == len(b.text.split()):
+            name = claim[a.start:b.end]
+            out[id(a)] = (name, b.text, b)
+            out[id(b)] = (name, "", a)
     return out

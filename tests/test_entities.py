@@ -152,3 +152,27 @@ def test_a_disambiguation_page_is_not_the_page_of_the_name(store):
     assert missing_entities(ms, claim=claim, covered=dab) == ["Here We Go Round the Mulberry Bush"]
     film = [("Here We Go Round the Mulberry Bush (film)", "Here We Go Round the Mulberry Bush is a 1968 film.")]
     assert missing_entities(ms, claim=claim, covered=film) == []
+
+
+def test_a_number_made_an_adjective_does_not_start_a_name(store):
+    from retriever.entities import names_in
+
+    assert names_in("Kiss and Tell is a 1945 film starring 17-year-old Shirley Temple as Corliss Archer.") \
+        == ["Kiss", "Tell", "Shirley Temple", "Corliss Archer"]
+    assert "1967 Pan American Games" in names_in("He ran at the 1967 Pan American Games.")  # a year is part of it
+    texts = [x.text for x in find_mentions("The 16-ton Burwash Mine bell was cast in 1890.", store)]
+    assert "Burwash Mine" in texts and not any("16-ton" in t for t in texts)
+
+
+def test_two_words_joined_by_and_are_one_name_or_two(store):
+    """ "Kiss and Tell" may be one name or two: a top local title of the joined name covers both words; with
+    neither local, the joined name is asked for first, then each word."""
+    claim = "Who portrayed Corliss Archer in the film Kiss and Tell?"
+    mentions = find_mentions(claim, store)
+    assert [x.text for x in mentions if not x.resolved][-2:] == ["Kiss", "Tell"]
+    covered = [("Kiss and Tell (1945 film)", "Kiss and Tell is a 1945 American comedy film.")]
+    assert missing_entities(mentions, claim=claim, covered=covered) == ["Corliss Archer"]
+    claim = "Who did the Star and Dagger bass player marry?"
+    covered = [("Bass guitar", "The bass guitar is a plucked string instrument.")]
+    assert missing_entities(find_mentions(claim, store), claim=claim, covered=covered) \
+        == ["Star and Dagger", "Star", "Dagger"]

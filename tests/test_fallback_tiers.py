@@ -390,3 +390,24 @@ def test_a_second_hop_alone_asks_only_for_names_the_local_index_lacks(shared_dat
         n = len(w.requests)
         none = fallback(w).bridge(claim, [(local.title, local.intro)], known=set)
         assert none.requests == 0 and len(w.requests) == n and none.status == STATUS_FAILED
+
+
+def test_a_joined_name_with_a_page_replaces_its_words(shared_data):
+    """ "Wolf and Sheep" is asked for beside "Wolf" and "Sheep" (one request): it has a page, so the words are no
+    names of their own, neither kept nor searched for. Without that page, the words are looked up as usual."""
+    film = FakePage("Wolf and Sheep", stable_id("Wolf and Sheep"), 5,
+                    "Wolf and Sheep is a 2016 Afghan drama film directed by Shahrbanoo Sadat.")
+    wolf = FakePage("Wolf", stable_id("Wolf"), 6, "The wolf is a large canine native to Eurasia and North America.")
+    claim = "Wolf and Sheep was screened at which 2016 film festival?"
+    names = ["Wolf and Sheep", "Wolf", "Sheep"]
+    with FakeWiki({"Wolf and Sheep": film, "Wolf": wolf}) as w:
+        result = fallback(w).retrieve(claim, names, k=5)
+        first = w.requests[0].params["titles"].split("|")
+        searched = [q.params.get("srsearch") for q in w.requests if "srsearch" in q.params]
+    assert first == names
+    assert [e.title for e in result.evidence][:1] == ["Wolf and Sheep"] and "Wolf" not in [e.title for e in result.evidence]
+    assert "Sheep" not in searched and "Wolf and Sheep" not in searched
+    with FakeWiki({"Wolf": wolf}) as w:
+        result = fallback(w).retrieve(claim, names, k=5)
+        searched = [q.params.get("srsearch") for q in w.requests if "srsearch" in q.params]
+    assert "Sheep" in searched and "Wolf and Sheep" not in searched  # the joined name has no page: not searched
