@@ -50,7 +50,10 @@ def _is_false_stop(text: str, dot: int, end: int) -> bool:
     """Whether the punctuation at ``dot`` (a period) ends an abbreviation, not a sentence."""
     if text[dot] != ".":
         return False
-    if _STARTS_LOWER.match(text, end):
+    # Most sentences go on with a capital or a digit, which _STARTS_LOWER cannot match after the one
+    # whitespace character at ``end`` (the cut's lookahead): checked first, without the regex.
+    after = text[end + 1:end + 2]
+    if not (after.isupper() or after.isdigit()) and _STARTS_LOWER.match(text, end):
         return True  # "approx. three", "et al. found": a lower-case continuation
     # Fast path: a word of letters longer than any abbreviation (and not dotted initials).
     far = dot - _LONGEST_ABBREVIATION - 1
@@ -90,7 +93,13 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
             continue
         else:
             next_start = end
-        _add_span(text, start, end, spans)
+        # _add_span inlined: this loop runs once per sentence.
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end > start:
+            spans.append((start, end))
         start = next_start
     _add_span(text, start, len(text), spans)
     return spans

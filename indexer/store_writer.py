@@ -114,7 +114,7 @@ def _wikitext_rows(raw: RawPage, rows: PageRows, *, max_page_chars: int, passage
     if raw.redirect:
         rows.redirect = (canonical_title(raw.redirect), None)
         return
-    if not text.strip():
+    if not text or text.isspace():  # not text.strip(): that copies the whole page
         rows.skipped = f"{label}: empty text; page skipped"
         return
     text = _truncate(text, rows, max_chars=max_page_chars, label=label)
@@ -395,7 +395,6 @@ class StoreWriter:
         self.add_batch(rows_to_batch([rows]))
 
     def add_batch(self, batch: RowBatch) -> None:
-        import pyarrow as pa
         import pyarrow.compute as pc
 
         for message in batch.messages:
@@ -409,12 +408,12 @@ class StoreWriter:
             for name in ("passages", "sentence_spans"):
                 if name in tables:
                     t = tables[name]
-                    shifted = pc.add(t.column("passage_id"), pa.scalar(self.next_passage_id, pa.int64()))
+                    shifted = pc.add(t.column("passage_id"), _int64_scalar(self.next_passage_id))
                     tables[name] = t.set_column(t.schema.get_field_index("passage_id"), "passage_id", shifted)
             self.next_passage_id += n
         if "_redirect_raw" in tables:
             t = tables["_redirect_raw"]
-            shifted = pc.add(t.column("seq"), pa.scalar(self._redirect_seq, pa.int64()))
+            shifted = pc.add(t.column("seq"), _int64_scalar(self._redirect_seq))
             tables["_redirect_raw"] = t.set_column(0, "seq", shifted)
             self._redirect_seq += t.num_rows
         for name, table in tables.items():
@@ -546,6 +545,16 @@ class StoreWriter:
         con, self._con = getattr(self, "_con", None), None
         if con is not None:
             con.close()
+
+
+def _int64_scalar(value: int):
+    """An Arrow int64 scalar built from its bytes: ``pa.scalar`` (and ``pc.add`` given a Python int) imports
+    pandas to rule out pandas inputs, ~0.4 CPU-s in the main process, which otherwise never needs pandas."""
+    import array
+
+    import pyarrow as pa
+
+    return pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(array.array("q", [value]))])[0]
 
 
 def _sql_string(text: str) -> str:
