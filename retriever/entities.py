@@ -26,7 +26,7 @@ STOPWORDS = frozenset(
     why how than then there here also only just very more most less least some any all each every both
     either neither one can could may might must shall should will would after before during while since
     until upon within among between through against along across behind beyond near off out up down so
-    such same other another own if else s""".split()
+    such same other another own if else s several many few various numerous""".split()
 )
 _ARTICLES = frozenset({"the", "a", "an"})
 _AUXILIARIES = frozenset("is are was were has have had can could will would does do did may might must should shall".split())
@@ -331,7 +331,7 @@ def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, i
         # swallowed ("Tablet computers use ...", "Aristotle studied at ..." stay as they are).
         subject = i == 0 or (i == 1 and toks[0][0].lower() in _ARTICLES)
         if (subject and j + 1 < n and not _is_cap(toks[j][0]) and toks[j][0].lower() not in STOPWORDS
-                and not _is_adverb(toks[j][0]) and toks[j + 1][0].lower() in _AUXILIARIES
+                and not _is_adverb(toks[j][0]) and toks[j + 1][0] in _AUXILIARIES  # "May" is a month
                 and not _POSSESSIVE.search(toks[j - 1][0])):
             j += 1
         # "Are both Jim McBride and Neil Jordan American?": an adjective of nationality ending the sentence is

@@ -176,3 +176,13 @@ def test_two_words_joined_by_and_are_one_name_or_two(store):
     covered = [("Bass guitar", "The bass guitar is a plucked string instrument.")]
     assert missing_entities(find_mentions(claim, store), claim=claim, covered=covered) \
         == ["Star and Dagger", "Star", "Dagger"]
+
+
+def test_a_month_is_no_auxiliary_and_a_quantifier_no_name():
+    """ "Kent Lex Baer (born May 2, 1951)": "May" is a month, so "born" does not join the subject's name;
+    "Several attorneys, including ..." opens with a quantifier."""
+    from retriever.entities import names_in
+
+    assert names_in("Kent Lex Baer (born May 2, 1951) is an American college football coach.") == ["Kent Lex Baer"]
+    assert names_in("Several attorneys, including Robert L. Goldberg, challenged it.") == ["Robert L. Goldberg"]
+    assert names_in("Polar bears may swim far.") == ["Polar bears"]
