@@ -29,7 +29,10 @@ class KeywordPlanner:
     With ``specificity`` (scores of words, higher = rarer, e.g. the local index's idf), attempt 1 asks for the
     claim's ``specific_words`` rarest words, in the claim's order, instead of its first ``max_words``: a short
     query of discriminating words is what a search that matches every word can answer ("lobbyist consultant
-    Trump" for "the American lawyer, lobbyist and political consultant who ... Donald Trump").
+    Trump" for "the American lawyer, lobbyist and political consultant who ... Donald Trump"). Attempt 2 then
+    asks for the rarest words outside the names looked up, instead of the first half of the keywords: the page
+    the claim leads to is described by the rest ("organizations improve consultant" for "Who was known by his
+    stage name Aladin and helped organizations improve their performance as a consultant?").
     """
 
     def __init__(self, *, max_words: int = MAX_QUERY_WORDS, per_attempt: int = 3,
@@ -52,7 +55,9 @@ class KeywordPlanner:
             for entity in entities:  # the entity with the claim's other words, then the entity alone
                 out.append(" ".join([entity, *rest[:2]]))
                 out.append(entity)
-            if len(keys) > 2:
+            if self.specificity and entities:  # the claim's rarest words about something other than its names
+                out.append(" ".join(self._specific([w for w in content_words(claim) if w not in entity_words])))
+            elif len(keys) > 2:
                 out.append(" ".join(keys[: max(2, len(keys) // 2)]))
         else:
             for category in state.categories[:2]:

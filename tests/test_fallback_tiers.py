@@ -411,3 +411,20 @@ def test_a_joined_name_with_a_page_replaces_its_words(shared_data):
         result = fallback(w).retrieve(claim, names, k=5)
         searched = [q.params.get("srsearch") for q in w.requests if "srsearch" in q.params]
     assert "Sheep" in searched and "Wolf and Sheep" not in searched  # the joined name has no page: not searched
+
+
+def test_keyword_planner_asks_for_the_rarest_words_then_those_outside_the_names():
+    from fallback.live import ClaimState
+    from fallback.planner import KeywordPlanner
+
+    rare = {"silverdale": 9.0, "vocals": 6.0, "project": 5.0, "german": 4.5, "duo": 4.0, "england": 2.0}
+    planner = KeywordPlanner(specificity=lambda ws: [rare.get(w, 1.0) for w in ws])
+    claim = "Which German project recorded a song that featured vocals by a duo from Silverdale, England?"
+    state = ClaimState(claim)
+    assert planner.queries(claim, ["Silverdale"], attempt=1, state=state) == ["project vocals silverdale"]
+    state.search_terms.append("project vocals silverdale")
+    assert "german project vocals" in planner.queries(claim, ["Silverdale"], attempt=2, state=state)
+    # Without scores: the claim's first keywords, then their first half.
+    plain = KeywordPlanner()
+    assert plain.queries(claim, ["Silverdale"], attempt=1, state=ClaimState(claim)) == [
+        "german project recorded song featured vocals duo silverdale"]
