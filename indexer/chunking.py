@@ -93,16 +93,10 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
             continue
         else:
             next_start = end
-        # _add_span inlined: this loop runs once per sentence.
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        if end > start:
-            spans.append((start, end))
+        spans.append((start, end))
         start = next_start
-    _add_span(text, start, len(text), spans)
-    return spans
+    spans.append((start, len(text)))
+    return _trimmed(text, spans)
 
 
 def _cuts(text: str) -> list[tuple[int, int]]:
@@ -115,13 +109,18 @@ def _cuts(text: str) -> list[tuple[int, int]]:
     return cuts
 
 
-def _add_span(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    if end > start:
-        spans.append((start, end))
+def _trimmed(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans without their leading and trailing whitespace, empty ones dropped (one call per text, not
+    per sentence: this runs for every sentence of the dump)."""
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end > start:
+            out.append((start, end))
+    return out
 
 
 def _word_spans(text: str, start: int, end: int, size: int) -> list[tuple[int, int]]:
