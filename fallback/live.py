@@ -28,7 +28,7 @@ from fallback.relevance import OverlapScorer, RelevanceScorer, content_words
 from fallback.settings import FallbackSettings
 from retriever.errors import ApiError, RetryExhaustedError, TransportError
 from retriever.records import Evidence
-from retriever.entities import fold_plural, names_in, strip_disambiguator
+from retriever.entities import NAME_JOINTS, fold_plural, names_in, strip_disambiguator
 from retriever.text import canonical_title, normalize_title
 
 log = logging.getLogger(__name__)
@@ -253,7 +253,7 @@ class LiveFallback:
 
 def _joined_parts(name: str, names: Sequence[str]) -> tuple[str, str] | None:
     """ "Star and Dagger" -> ("Star", "Dagger") when both words are among ``names``."""
-    for joint in (" and ", " & "):
+    for joint in NAME_JOINTS:
         left, sep, right = name.partition(joint)
         if sep and left in names and right in names:
             return left, right

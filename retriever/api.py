@@ -393,9 +393,7 @@ def default_live_planner(retriever: Retriever) -> Any:
         return KeywordPlanner()
 
     def specificity(words_: Sequence[str]) -> list[float]:
-        backend = retriever.backend("tfidf")
-        rarest = float(backend.idf.max()) if len(backend.idf) else 1.0
-        return [rarest if v is None else v for v in backend.idf_of(list(words_))]
+        return retriever.backend("tfidf").idf_of(list(words_))
 
     return KeywordPlanner(specificity=specificity)
 

@@ -576,13 +576,13 @@ def missing_entities(
     for m in named:
         if m.resolved:
             continue
-        pair = joined.get(id(m))
+        pair = joined.get(id(m))  # (the joined name, the other word's mention, whether m comes first)
         if pair is not None and by_title(pair[0]):  # "the film Kiss and Tell" ~ "Kiss and Tell (1945 film)"
             continue
         names = [n for n in pieces(m) if not known(n, m)]
         # "the Star and Dagger bass player": one name, or two? Both are asked for (the fallback keeps the joined
         # one if it has a page), the joined one first.
-        if pair is not None and names == [m.text] and pair[1] and not known(pair[1], pair[2]):
+        if pair is not None and pair[2] and names == [m.text] and not known(pair[1].text, pair[1]):
             names.insert(0, pair[0])
         for name in names:  # "1960's, Heavy Metal" -> "Heavy Metal"; "England, Henry Roth" -> both
             if name not in out:
@@ -590,17 +590,18 @@ def missing_entities(
     return out
 
 
-_AND = frozenset({" and ", " & "})
+# What joins the two words of a name that may be one name or two ("Kiss and Tell", "Will & Grace").
+NAME_JOINTS = (" and ", " & ")
 
 
-def _joined_pairs(claim: str, named: Sequence[Mention]) -> dict[int, tuple[str, str, Mention]]:
+def _joined_pairs(claim: str, named: Sequence[Mention]) -> dict[int, tuple[str, Mention, bool]]:
     """Single-word names joined by "and" ("Kiss and Tell", "Star and Dagger", "Jack and Jill"), which may be one
-    name or two: ``id(mention) -> (joined name, the other word or "" for the second word, the other mention)``."""
-    out: dict[int, tuple[str, str, Mention]] = {}
+    name or two: ``id(mention) -> (joined name, the other word's mention, whether this one comes first)``."""
+    out: dict[int, tuple[str, Mention, bool]] = {}
     ordered = sorted((m for m in named if not m.quoted), key=lambda m: m.start)
     for a, b in zip(ordered, ordered[1:]):
-        if claim[a.end:b.start] in _AND and len(a.text.split()) == 1 == len(b.text.split()):
+        if claim[a.end:b.start] in NAME_JOINTS and len(a.text.split()) == 1 == len(b.text.split()):
             name = claim[a.start:b.end]
-            out[id(a)] = (name, b.text, b)
-            out[id(b)] = (name, "", a)
+            out[id(a)] = (name, b, True)
+            out[id(b)] = (name, a, False)
     return out

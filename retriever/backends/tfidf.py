@@ -175,6 +175,7 @@ class TfidfBackend:
             raise IndexCorruptError(f"{folder}: matrix / idf / vocabulary / passage table sizes disagree")
         self._analyze = _analyzer(self.params["vectorizer"]) if n else (lambda text: [])
         self._sublinear = bool(self.params["vectorizer"].get("sublinear_tf", True))
+        self._max_idf: float | None = None  # idf_of's score of an unseen term, computed on first use
 
     def __len__(self) -> int:
         return int(self.params["count"])
@@ -227,9 +228,11 @@ class TfidfBackend:
     def search_batch(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
         return [self.search(q, k) for q in queries]
 
-    def idf_of(self, terms: Sequence[str]) -> list[float | None]:
-        """The stored idf of each term (a lower-cased word), None for a term this index never saw."""
-        return [float(self.idf[c]) if (c := self.vocabulary.get(t)) is not None else None for t in terms]
+    def idf_of(self, terms: Sequence[str]) -> list[float]:
+        """The stored idf of each term (a lower-cased word); a term this index never saw counts as the rarest."""
+        if self._max_idf is None:
+            self._max_idf = float(self.idf.max()) if len(self.idf) else 1.0
+        return [float(self.idf[c]) if (c := self.vocabulary.get(t)) is not None else self._max_idf for t in terms]
 
     def score_texts(self, query: str, texts: list[str]) -> list[float]:
         """Cosine of TF-IDF vectors (this index's vocabulary and idf) between the query and each text."""
