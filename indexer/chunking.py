@@ -84,43 +84,49 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     abbreviation, an initial or a dotted acronym, or the next word starts lower-case.
     Decimals ("3.14") never split since no whitespace follows the period.
     """
+    # Spans are trimmed as they are cut (one pass, not a second one over all spans).
     spans: list[tuple[int, int]] = []
     start = 0
     for cut, end in _cuts(text):
         if text[cut] == "\n":
-            next_start, end = end, cut
-        elif _is_false_stop(text, cut, end):
-            continue
-        else:
-            next_start = end
+            while start < cut and text[start].isspace():
+                start += 1
+            stop = cut
+            while stop > start and text[stop - 1].isspace():
+                stop -= 1
+            if stop > start:
+                spans.append((start, stop))
+            start = end
+        elif not _is_false_stop(text, cut, end):
+            # The span ends with the punctuation or closing quote the cut matched (never whitespace,
+            # and at ``cut`` or after it, so the trimmed span is not empty); ``text[end]`` is the
+            # whitespace of the cut's lookahead, which the next span's trimming would skip.
+            while text[start].isspace():
+                start += 1
+            spans.append((start, end))
+            start = end + 1
+    end = len(text)
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if end > start:
         spans.append((start, end))
-        start = next_start
-    spans.append((start, len(text)))
-    return _trimmed(text, spans)
+    return spans
 
 
 def _cuts(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of every match of :data:`_CUT` in ``text``, in order."""
+    # map(): the spans taken without a Python-level loop per match.
     if "!" in text or "?" in text or "\u2026" in text or "\u3002" in text:
-        return [m.span() for m in _CUT.finditer(text)]
-    cuts = [m.span() for m in _DOT_CUT.finditer(text)]
-    cuts += [m.span() for m in _NEWLINE.finditer(text)]
+        return list(map(_span, _CUT.finditer(text)))
+    cuts = list(map(_span, _DOT_CUT.finditer(text)))
+    cuts += map(_span, _NEWLINE.finditer(text))
     cuts.sort()
     return cuts
 
 
-def _trimmed(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The spans without their leading and trailing whitespace, empty ones dropped (one call per text, not
-    per sentence: this runs for every sentence of the dump)."""
-    out: list[tuple[int, int]] = []
-    for start, end in spans:
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        if end > start:
-            out.append((start, end))
-    return out
+_span = re.Match.span
 
 
 def _word_spans(text: str, start: int, end: int, size: int) -> list[tuple[int, int]]:
@@ -137,11 +143,19 @@ def _word_counts(text: str, spans: list[tuple[int, int]], *, one_line: bool) -> 
     is single spaces and newlines (as the cleaner leaves it), a span's words are its spaces plus one:
     counted in place, without building the words.
     """
-    # Every odd space is unprintable: a printable text (newlines aside) skips the regex scan.
-    if one_line and "  " not in text and (text.replace("\n", " ").isprintable() or _ODD_SPACE.search(text) is None):
+    if one_line and "  " not in text and _no_odd_space(text):
         count = text.count
         return [count(" ", s, e) + 1 for s, e in spans]
     return [len(text[s:e].split()) for s, e in spans]
+
+
+def _no_odd_space(text: str) -> bool:
+    """Whether ``text`` has no whitespace but spaces and newlines."""
+    if text.isascii():  # O(1); then eight one-character scans beat isprintable()'s per-character lookups
+        return not ("\t" in text or "\r" in text or "\x0b" in text or "\x0c" in text
+                    or "\x1c" in text or "\x1d" in text or "\x1e" in text or "\x1f" in text)
+    # Every odd space is unprintable: a printable text (newlines aside) skips the regex scan.
+    return text.replace("\n", " ").isprintable() or _ODD_SPACE.search(text) is None
 
 
 def _group(text: str, spans: list[tuple[int, int]], *, target_words: int,
