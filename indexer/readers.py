@@ -586,7 +586,8 @@ class InputReader:
             if end < 0:
                 continue
             end += len(_PAGE_END)
-            data = bytes(buf[:end])
+            with memoryview(buf) as view:  # one copy (a bytearray slice would be a second)
+                data = bytes(view[:end])
             del buf[:end]
             yield chunk(data, False)
             newlines = data.count(b"\n")

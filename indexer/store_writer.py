@@ -200,8 +200,8 @@ def _sentence_passage(group: list[tuple[int, str]]) -> tuple:
 class RowBatch:
     """A batch of pages as Arrow tables, built in the worker so the main process only offsets ids and loads.
 
-    ``passages.passage_id`` / ``sentence_spans.passage_id`` and ``_redirect_raw.seq`` count from 0 within the
-    batch; the writer shifts them by its running counters.
+    ``passage_id`` (of ``passages``, ``sentence_spans`` and ``passage_joints``) and ``_redirect_raw.seq`` count
+    from 0 within the batch; the writer shifts them by its running counters.
     """
 
     tables: dict[str, Any]
@@ -276,7 +276,7 @@ def rows_to_batch(batch: list[PageRows]) -> RowBatch:
         buf["pages"].append((pid, rows.title, rows.namespace, rows.rev_id, rows.rev_timestamp,
                              rows.is_disambiguation, rows.url, rows.lead, normalize_title(rows.title),
                              rows.source_file, "local"))
-        _extend_rows(cols["sections"], pid, rows.sections)
+        _section_rows(pid, rows.sections, rows.passages, passage_id, cols["section_heads"], cols["passage_joints"])
         for passage_index, (section_index, text, heading_path, source, spans, page_indexes) in enumerate(rows.passages):
             buf["passages"].append((passage_id, pid, section_index, text, rows.title, heading_path, source,
                                     passage_index))
@@ -299,6 +299,48 @@ def rows_to_batch(batch: list[PageRows]) -> RowBatch:
     tables = {name: _arrow(name, rows) for name, rows in buf.items() if rows}
     tables.update({name: _arrow_columns(name, columns) for name, columns in cols.items() if columns[0]})
     return RowBatch(tables=tables, pages=len(batch), messages=messages, counts=counts)
+
+
+def _section_rows(page_id: int, sections: list[tuple], passages: list[tuple], first_passage_id: int,
+                  heads: tuple[list, ...], joints: tuple[list, ...]) -> None:
+    """A page's ``section_heads`` rows, and the ``passage_joints`` that rebuild each section's text from its
+    'text' passages; a section they do not rebuild exactly keeps its text in ``section_heads.text``.
+
+    The passages come as chunking makes them: each section's 'text' passages in order, consecutive slices
+    of its text, sections in order (then 'info' and 'table' passages).
+    """
+    n = len(passages)
+    i = 0
+    head_rows = []
+    for section in sections:
+        index, text = section[0], section[4]
+        first, at, found = i, 0, []
+        while i < n and passages[i][0] == index and passages[i][3] == "text":
+            piece = passages[i][1]
+            # The joint is nearly always '' or one space or newline: startswith compares in place, while find
+            # first preprocesses a long needle.
+            if text.startswith(piece, at):
+                start = at
+            elif text.startswith(piece, at + 1):
+                start = at + 1
+            else:
+                start = text.find(piece, at)
+                if start < 0:
+                    break
+            found.append(text[at:start])
+            at = start + len(piece)
+            i += 1
+        spelled = at == len(text) and (i == n or passages[i][0] != index or passages[i][3] != "text")
+        while i < n and passages[i][0] == index and passages[i][3] == "text":
+            i += 1  # the rest of a section that its passages do not spell out
+        head_rows.append((index, section[1], section[2], section[3], section[5], None if spelled else text))
+        if spelled and found:
+            ids = range(first_passage_id + first, first_passage_id + first + len(found))
+            joints[0].extend(ids)
+            joints[1].extend([page_id] * len(found))
+            joints[2].extend([index] * len(found))
+            joints[3].extend(found)
+    _extend_rows(heads, page_id, head_rows)
 
 
 def _extend_rows(columns: tuple[list, ...], page_id: int, items: list[tuple]) -> None:
@@ -327,8 +369,10 @@ _COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "pages": (("page_id", "int64"), ("title", "string"), ("namespace", "int32"), ("rev_id", "int64"),
               ("rev_timestamp", "string"), ("is_disambiguation", "bool_"), ("url", "string"), ("lead", "string"),
               ("title_norm", "string"), ("source_file", "string"), ("origin", "string")),
-    "sections": (("page_id", "int64"), ("section_index", "int32"), ("level", "int32"), ("heading", "string"),
-                 ("parent_index", "int32"), ("text", "string"), ("heading_path", "string")),
+    "section_heads": (("page_id", "int64"), ("section_index", "int32"), ("level", "int32"), ("heading", "string"),
+                      ("parent_index", "int32"), ("heading_path", "string"), ("text", "string")),
+    "passage_joints": (("passage_id", "int64"), ("page_id", "int64"), ("section_index", "int32"),
+                       ("joint", "string")),
     "passages": (("passage_id", "int64"), ("page_id", "int64"), ("section_index", "int32"), ("text", "string"),
                  ("title", "string"), ("heading_path", "string"), ("source", "string"), ("passage_index", "int32")),
     "sentence_spans": (("passage_id", "int64"), ("sentence_index", "int32"), ("page_sentence_index", "int32"),
@@ -405,7 +449,7 @@ class StoreWriter:
         # Batch-local ids become global: passage ids stay dense in build order.
         if "passages" in tables:
             n = tables["passages"].num_rows
-            for name in ("passages", "sentence_spans"):
+            for name in ("passages", "sentence_spans", "passage_joints"):
                 if name in tables:
                     t = tables[name]
                     shifted = pc.add(t.column("passage_id"), _int64_scalar(self.next_passage_id))
@@ -491,9 +535,8 @@ class StoreWriter:
         try:
             loops = self._resolve_redirects()
             self._con.execute(INDEXES)
-            # Every span has its passage, so the spans count the `sentences` view's rows without the join.
-            counts = {t: self._con.execute(f"SELECT count(*) FROM {'sentence_spans' if t == 'sentences' else t}"
-                                           ).fetchone()[0] for t in TABLES}
+            # The views' rows are counted without their joins: every span has its passage, every section a head.
+            counts = {t: self._con.execute(f"SELECT count(*) FROM {_COUNTED.get(t, t)}").fetchone()[0] for t in TABLES}
             counts["disambiguation_pages"] = self._con.execute(
                 "SELECT count(*) FROM pages WHERE is_disambiguation").fetchone()[0]
             self._con.execute("CHECKPOINT store")
@@ -545,6 +588,9 @@ class StoreWriter:
         con, self._con = getattr(self, "_con", None), None
         if con is not None:
             con.close()
+
+
+_COUNTED = {"sentences": "sentence_spans", "sections": "section_heads"}
 
 
 def _int64_scalar(value: int):

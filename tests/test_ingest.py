@@ -153,6 +153,52 @@ def test_sentences_view_slices_passage_text(con):
                           "ORDER BY sentence_index", [passage_id]).fetchall()
         assert got and all(t == text[a:b] for t, a, b in got)
 
+def test_sections_view_rebuilds_the_cleaned_text(con, gensim_dump):
+    # The store keeps section heads and what lies between a section's passages; `sections` is a view that joins
+    # the passages back into each section's text, exactly as the cleaner made it.
+    from indexer.readers import InputReader
+    from indexer.wikitext import parse_wikitext
+
+    kinds = dict(con.execute("SELECT table_name, table_type FROM information_schema.tables "
+                             "WHERE table_name IN ('sections', 'section_heads', 'passage_joints')").fetchall())
+    assert kinds == {"sections": "VIEW", "section_heads": "BASE TABLE", "passage_joints": "BASE TABLE"}
+    assert one(con, "SELECT count(*) FROM sections") == one(con, "SELECT count(*) FROM section_heads") > 1000
+    assert one(con, "SELECT count(*) FROM section_heads WHERE text IS NOT NULL") == 0  # all spelled out
+    titles = {"Aristotle", "Alabama", "Anarchism", "Autism", "Algeria", "Andorra"}
+    raws = [p for p in InputReader(gensim_dump) if p.title in titles]
+    assert len(raws) == len(titles)
+    for raw in raws:
+        parsed = parse_wikitext(raw.text, title=raw.title)
+        got = con.execute("SELECT section_index, level, heading, parent_index, text, heading_path FROM sections "
+                          "WHERE page_id = ? ORDER BY section_index", [raw.page_id]).fetchall()
+        assert got == [(s.index, s.level, s.heading, s.parent_index, s.text, s.heading_path) for s in parsed.sections]
+
+
+def test_a_section_its_passages_do_not_spell_keeps_its_text(tmp_path):
+    from indexer.store_writer import PageRows, StoreWriter
+
+    rows = PageRows(page_id=7, title="T", namespace=0, lead="One. Two.")
+    rows.sections = [(0, 1, "", None, "One. Two.", ""), (1, 2, "H", 0, "Three.\nFour.", "H"),
+                     (2, 2, "Empty", 0, "", "Empty")]
+    # Section 0 is spelled by its passages; section 1's passage was changed after chunking.
+    rows.passages = [(0, "One.", "", "text", ((0, 4),), range(0, 1)), (0, "Two.", "", "text", ((0, 4),), range(1, 2)),
+                     (1, "Three. Four.", "H", "text", ((0, 12),), range(2, 3)),
+                     (0, "k: v", "", "info", ((0, 4),), range(3, 4))]
+    writer = StoreWriter(tmp_path / "wiki.duckdb")
+    writer.add(rows)
+    writer.finish()
+    c = duckdb.connect(str(tmp_path / "wiki.duckdb"), read_only=True)
+    try:
+        assert c.execute("SELECT section_index, text FROM sections ORDER BY section_index").fetchall() == [
+            (0, "One. Two."), (1, "Three.\nFour."), (2, "")]
+        assert c.execute("SELECT section_index, text IS NULL FROM section_heads ORDER BY section_index").fetchall() == [
+            (0, True), (1, False), (2, True)]
+        assert c.execute("SELECT passage_id, joint FROM passage_joints ORDER BY passage_id").fetchall() == [
+            (0, ""), (1, " ")]
+    finally:
+        c.close()
+
+
 def test_table_rows(con):
     assert one(con, "SELECT count(DISTINCT page_id) FROM table_rows") >= 20
     assert one(con, "SELECT count(*) FROM table_rows WHERE text LIKE '%|%'") > 100
