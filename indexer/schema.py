@@ -33,7 +33,11 @@ CREATE TABLE passages (
     passage_id    BIGINT PRIMARY KEY,   -- dense, 0..N-1 in build order: shard embedding by id range
     page_id       BIGINT NOT NULL,
     section_index INTEGER NOT NULL,
-    text          VARCHAR NOT NULL,
+    -- The one copy of the text (the sections and sentences views slice it), and the hot read path
+    -- (evidence, index builds): stored uncompressed. Measured on the x20 bench store against DuckDB's
+    -- default (dict_fsst): 20-passage evidence fetch 17 -> 10 ms p50, full scan 47 -> 3 ms, build 0.85
+    -- CPU-s less; the store is 43% larger (63 -> 90 MB), still 42% smaller than with the section texts.
+    text          VARCHAR USING COMPRESSION uncompressed NOT NULL,
     title         VARCHAR NOT NULL,
     heading_path  VARCHAR NOT NULL,
     source        VARCHAR NOT NULL,     -- 'text' | 'table' | 'info'
