@@ -159,8 +159,9 @@ def ingest(dump: Path, out: Path, *, workers: int) -> dict:
         start = time.perf_counter()
         manifest = build_index([dump], target, indexes=(), workers=workers)
         seconds = time.perf_counter() - start
+    store_mb = (target / "wiki.duckdb").stat().st_size / 1e6
     shutil.rmtree(target, ignore_errors=True)
-    return {"seconds": seconds, "cpu": cpu.seconds, "load": load,
+    return {"seconds": seconds, "cpu": cpu.seconds, "load": load, "store_mb": store_mb,
             "pages": manifest["inputs"][0]["pages_kept"], "counts": manifest["counts"]}
 
 
@@ -237,7 +238,8 @@ def main(shared: Path, out: Path, *, copies: int = 20, repeats: int = REPEATS) -
         f"multistream {speedup['multistream']:.2f}x faster",
         f"- store: {counts['pages']:,} pages, {counts['redirects']:,} redirects, {counts['passages']:,} passages, "
         f"{counts['sentences']:,} sentences (identical for every run: "
-        f"{'yes' if all(r['counts'] == counts for r in runs.values()) else 'NO'})",
+        f"{'yes' if all(r['counts'] == counts for r in runs.values()) else 'NO'}); "
+        f"wiki.duckdb {runs[('single-stream', 2)]['store_mb']:.1f} MB",
     ]
     return "\n".join(lines) + "\n"
 

@@ -35,8 +35,9 @@ CREATE TABLE passages (
     section_index INTEGER NOT NULL,
     -- The one copy of the text (the sections and sentences views slice it), and the hot read path
     -- (evidence, index builds): stored uncompressed. Measured on the x20 bench store against DuckDB's
-    -- default (dict_fsst): 20-passage evidence fetch 17 -> 10 ms p50, full scan 47 -> 3 ms, build 0.85
-    -- CPU-s less; the store is 43% larger (63 -> 90 MB), still 42% smaller than with the section texts.
+    -- default (dict_fsst): the writer's CPU 1.7-2.0 -> 1.0-1.2 s, a full text scan 30 -> 4 ms, a 20-passage
+    -- evidence fetch 11 -> 9.5-11 ms p50; the store is 43% larger (63 -> 90 MB), still 42% smaller than
+    -- when it held the section texts too (155 MB).
     text          VARCHAR USING COMPRESSION uncompressed NOT NULL,
     title         VARCHAR NOT NULL,
     heading_path  VARCHAR NOT NULL,
