@@ -69,7 +69,8 @@ _DROP_TAGS = (
 _DROP_TAG_OPEN = re.compile(
     r"<(" + "|".join(_DROP_TAGS) + r")\b[^<>]*>", re.IGNORECASE)
 _CLOSE_TAG = {name: re.compile(r"</" + name + r"\s*>", re.IGNORECASE) for name in _DROP_TAGS}
-_NOWIKI = re.compile(r"<nowiki\s*>(.*?)</nowiki\s*>|<nowiki\s*/>", re.IGNORECASE | re.DOTALL)
+_NOWIKI_OPEN = re.compile(r"<nowiki\s*(/?)>", re.IGNORECASE)
+_NOWIKI_CLOSE = re.compile(r"</nowiki\s*>", re.IGNORECASE)
 # Markup characters inside <nowiki> become entities, decoded only at the very end.
 _NOWIKI_ESCAPE = str.maketrans({"[": "&#91;", "]": "&#93;", "{": "&#123;", "}": "&#125;",
                                 "|": "&#124;", "<": "&lt;", ">": "&gt;", "'": "&#39;",
@@ -104,9 +105,41 @@ def _strip_comments(text: str, warnings: list[str]) -> str:
 _FIND_NOWIKI = re.compile(r"<(?=nowiki|NOWIKI)").search
 
 
+def _unwrap_nowiki(text: str) -> str:
+    """``<nowiki>x</nowiki>`` -> x with its markup characters escaped; ``<nowiki/>`` -> ''; an unclosed
+    ``<nowiki>`` stays as it is.
+
+    In one pass: each open tag takes the first close tag after it, and once no close tag is left none is
+    searched for again (the lazy regex "<nowiki>(.*?)</nowiki>" scanned to the end of the page for every
+    unclosed tag: quadratic, minutes for a page of them).
+    """
+    out: list[str] = []
+    pos = 0
+    closes = True  # a close tag may follow
+    while (m := _NOWIKI_OPEN.search(text, pos)) is not None:
+        close = None
+        if not m.group(1) and closes:
+            close = _NOWIKI_CLOSE.search(text, m.end())
+            closes = close is not None
+        if m.group(1):  # <nowiki/>
+            out.append(text[pos:m.start()])
+            pos = m.end()
+        elif close is None:  # unclosed: kept
+            out.append(text[pos:m.end()])
+            pos = m.end()
+        else:
+            out.append(text[pos:m.start()])
+            out.append(text[m.end():close.start()].translate(_NOWIKI_ESCAPE))
+            pos = close.end()
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def _strip_tags_with_content(text: str, warnings: list[str]) -> str:
     if _FIND_NOWIKI(text):  # the same test as '"<nowiki" in text or "<NOWIKI" in text', in one faster scan
-        text = _NOWIKI.sub(lambda m: (m.group(1) or "").translate(_NOWIKI_ESCAPE), text)
+        text = _unwrap_nowiki(text)
     if "<" not in text:
         return text
     out: list[str] = []
