@@ -44,10 +44,11 @@ class KeywordPlanner:
         self.specific_words = specific_words
 
     def queries(self, claim: str, entities: Sequence[str], *, attempt: int, state: "ClaimState") -> list[str]:
-        keys = content_words(claim)[: self.max_words]
+        words = content_words(claim)
+        keys = words[: self.max_words]
         out: list[str] = []
         if attempt == 1:
-            out.append(" ".join(self._specific(content_words(claim)) if self.specificity else keys))
+            out.append(" ".join(self._specific(words) if self.specificity else keys))
         elif attempt == 2:
             out.extend(state.suggestions)
             entity_words = {w for e in entities for w in content_words(e)}
@@ -56,7 +57,7 @@ class KeywordPlanner:
                 out.append(" ".join([entity, *rest[:2]]))
                 out.append(entity)
             if self.specificity and entities:  # the claim's rarest words about something other than its names
-                out.append(" ".join(self._specific([w for w in content_words(claim) if w not in entity_words])))
+                out.append(" ".join(self._specific([w for w in words if w not in entity_words])))
             elif len(keys) > 2:
                 out.append(" ".join(keys[: max(2, len(keys) // 2)]))
         else:

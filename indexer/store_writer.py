@@ -314,9 +314,12 @@ def _section_rows(page_id: int, sections: list[tuple], passages: list[tuple], fi
     head_rows = []
     for section in sections:
         index, text = section[0], section[4]
-        first, at, found = i, 0, []
+        first = i
         while i < n and passages[i][0] == index and passages[i][3] == "text":
-            piece = passages[i][1]
+            i += 1
+        at, found, spelled = 0, [], True
+        for passage in passages[first:i]:
+            piece = passage[1]
             # The joint is nearly always '' or one space or newline: startswith compares in place, while find
             # first preprocesses a long needle.
             if text.startswith(piece, at):
@@ -326,17 +329,14 @@ def _section_rows(page_id: int, sections: list[tuple], passages: list[tuple], fi
             else:
                 start = text.find(piece, at)
                 if start < 0:
+                    spelled = False
                     break
             found.append(text[at:start])
             at = start + len(piece)
-            i += 1
-        spelled = at == len(text) and (i == n or passages[i][0] != index or passages[i][3] != "text")
-        while i < n and passages[i][0] == index and passages[i][3] == "text":
-            i += 1  # the rest of a section that its passages do not spell out
+        spelled = spelled and at == len(text)
         head_rows.append((index, section[1], section[2], section[3], section[5], None if spelled else text))
         if spelled and found:
-            ids = range(first_passage_id + first, first_passage_id + first + len(found))
-            joints[0].extend(ids)
+            joints[0].extend(range(first_passage_id + first, first_passage_id + i))
             joints[1].extend([page_id] * len(found))
             joints[2].extend([index] * len(found))
             joints[3].extend(found)

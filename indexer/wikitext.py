@@ -117,14 +117,13 @@ def _unwrap_nowiki(text: str) -> str:
     pos = 0
     closes = True  # a close tag may follow
     while (m := _NOWIKI_OPEN.search(text, pos)) is not None:
-        close = None
-        if not m.group(1) and closes:
-            close = _NOWIKI_CLOSE.search(text, m.end())
-            closes = close is not None
         if m.group(1):  # <nowiki/>
             out.append(text[pos:m.start()])
             pos = m.end()
-        elif close is None:  # unclosed: kept
+            continue
+        close = _NOWIKI_CLOSE.search(text, m.end()) if closes else None
+        if close is None:  # unclosed: kept
+            closes = False
             out.append(text[pos:m.end()])
             pos = m.end()
         else:
