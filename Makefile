@@ -22,7 +22,7 @@ K       ?= 10
 Q       ?= Aristotle tutored Alexander the Great.
 SHARED  ?= ../shared/data
 
-.PHONY: install index query test test-slow bench clean distclean sample
+.PHONY: install index query lint format test test-slow bench clean distclean sample
 
 install: $(STAMP)
 
@@ -54,7 +54,17 @@ index: $(STAMP) $(if $(filter $(DEFAULT_DUMP),$(DUMP)),$(DEFAULT_DUMP))
 query: $(STAMP)
 	$(PY) -m retriever.query --index $(INDEX) --k $(K) "$(Q)"
 
-test: $(STAMP) $(DEFAULT_DUMP)
+# ruff (rules in pyproject.toml: E, F, W, I, B, UP, C4), ruff's formatting, and the import-linter layer contracts.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: $(STAMP) $(DEFAULT_DUMP) lint
 	$(PY) -m pytest -q
 
 test-slow: $(STAMP)

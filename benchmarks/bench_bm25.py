@@ -27,7 +27,7 @@ def make_store(shared: Path, db_path: Path, *, chunk_words: int | None) -> int:
     import duckdb
 
     from indexer.schema import DDL
-    from retriever.text import normalize_title
+    from wikiground.text import normalize_title
 
     data = json.loads((shared / "corpora" / "vital_articles_summaries.json").read_text(encoding="utf-8"))
     pages, passages = [], []
@@ -37,7 +37,7 @@ def make_store(shared: Path, db_path: Path, *, chunk_words: int | None) -> int:
         words = text.split()
         step = chunk_words or max(1, len(words))
         for i, start in enumerate(range(0, max(1, len(words)), step)):
-            passages.append((len(passages), page_id, 0, " ".join(words[start:start + step]), title, "", "text", i))
+            passages.append((len(passages), page_id, 0, " ".join(words[start : start + step]), title, "", "text", i))
     db_path.unlink(missing_ok=True)
     con = duckdb.connect(str(db_path))
     con.execute(DDL)
@@ -46,10 +46,14 @@ def make_store(shared: Path, db_path: Path, *, chunk_words: int | None) -> int:
 
     page_cols = ["page_id", "title", "namespace", "is_disambiguation", "lead", "title_norm"]
     page_rows = pa.table(dict(zip(page_cols, map(list, zip(*pages)))))
-    passage_rows = pa.table(dict(zip(
-        ["passage_id", "page_id", "section_index", "text", "title", "heading_path", "source", "passage_index"],
-        map(list, zip(*passages)),
-    )))
+    passage_rows = pa.table(
+        dict(
+            zip(
+                ["passage_id", "page_id", "section_index", "text", "title", "heading_path", "source", "passage_index"],
+                map(list, zip(*passages)),
+            )
+        )
+    )
     con.register("page_rows", page_rows)
     con.register("passage_rows", passage_rows)
     con.execute(f"INSERT INTO pages ({', '.join(page_cols)}) SELECT * FROM page_rows")
@@ -59,7 +63,7 @@ def make_store(shared: Path, db_path: Path, *, chunk_words: int | None) -> int:
 
 
 def run_variant(shared: Path, out: Path, name: str, *, chunk_words: int | None, claims: list[dict]) -> dict:
-    from retriever.backends import bm25
+    from backends import bm25
 
     db = out / f"{name}.duckdb"
     n_passages = make_store(shared, db, chunk_words=chunk_words)
@@ -67,7 +71,7 @@ def run_variant(shared: Path, out: Path, name: str, *, chunk_words: int | None, 
     manifest = bm25.build(db, index_dir, threads=2)
     queries = [c["claim"] for c in claims]
     golds = [c["gold_titles"] for c in claims]
-    with bm25.open(index_dir) as backend:
+    with bm25.load(index_dir) as backend:
         for q in queries[:WARMUP_QUERIES]:  # JIT warm-up; not timed
             backend.search(q, k=K_PASSAGES)
         times, rankings = [], []
@@ -81,9 +85,14 @@ def run_variant(shared: Path, out: Path, name: str, *, chunk_words: int | None, 
         batch_qps = len(queries) / (time.perf_counter() - t0)
     size_mb = sum(p.stat().st_size for p in index_dir.rglob("*") if p.is_file()) / 2**20
     return {
-        "name": name, "passages": n_passages, "build_s": manifest["build_seconds"], "size_mb": size_mb,
-        "lat": latency(times), "batch_qps": batch_qps,
-        "metrics": page_metrics(rankings, golds, ks=(1, 5, 10)), "engine": manifest["engine"],
+        "name": name,
+        "passages": n_passages,
+        "build_s": manifest["build_seconds"],
+        "size_mb": size_mb,
+        "lat": latency(times),
+        "batch_qps": batch_qps,
+        "metrics": page_metrics(rankings, golds, ks=(1, 5, 10)),
+        "engine": manifest["engine"],
     }
 
 
@@ -99,13 +108,35 @@ def main(shared: Path, out: Path) -> str:
         shutil.rmtree(out / f"{r['name']}-bm25", ignore_errors=True)
         (out / f"{r['name']}.duckdb").unlink(missing_ok=True)
     rows = [
-        (r["name"], r["passages"], r["build_s"], r["size_mb"], r["lat"]["p50"], r["lat"]["p95"], r["batch_qps"],
-         r["metrics"]["R@1"], r["metrics"]["R@5"], r["metrics"]["R@10"], r["metrics"]["MRR"])
+        (
+            r["name"],
+            r["passages"],
+            r["build_s"],
+            r["size_mb"],
+            r["lat"]["p50"],
+            r["lat"]["p95"],
+            r["batch_qps"],
+            r["metrics"]["R@1"],
+            r["metrics"]["R@5"],
+            r["metrics"]["R@10"],
+            r["metrics"]["MRR"],
+        )
         for r in results
     ]
     table = md_table(
-        ["passages as", "passages", "build s", "index MiB", "p50 ms", "p95 ms", "batch q/s (2 threads)",
-         "page R@1", "page R@5", "page R@10", "MRR"],
+        [
+            "passages as",
+            "passages",
+            "build s",
+            "index MiB",
+            "p50 ms",
+            "p95 ms",
+            "batch q/s (2 threads)",
+            "page R@1",
+            "page R@5",
+            "page R@10",
+            "MRR",
+        ],
         rows,
     )
     return (

@@ -16,8 +16,13 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-DEFAULT_DUMP = (Path(__file__).resolve().parents[1].parent / "shared" / "data" / "dumps"
-                / "gensim-enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
+DEFAULT_DUMP = (
+    Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "data"
+    / "dumps"
+    / "gensim-enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+)
 
 
 def _best_seconds(fn: Callable[[], object], *, repeat: int) -> float:
@@ -37,8 +42,7 @@ def measure(pages: list[str], *, repeat: int = 3) -> dict:
 
     megabytes = sum(len(p.encode("utf-8")) for p in pages) / 1e6
     ours = _best_seconds(lambda: [parse_wikitext(p) for p in pages], repeat=repeat)
-    theirs = _best_seconds(lambda: [mwparserfromhell.parse(p).strip_code() for p in pages],
-                           repeat=max(1, repeat - 1))
+    theirs = _best_seconds(lambda: [mwparserfromhell.parse(p).strip_code() for p in pages], repeat=max(1, repeat - 1))
     return {
         "pages": len(pages),
         "megabytes": round(megabytes, 3),

@@ -19,7 +19,7 @@ BATCH_SIZE = 32
 
 def load_passages(shared: Path, *, n: int = DEFAULT_N) -> list[str]:
     """The first ``n`` HotpotQA 2017 abstracts with at least 3 sentences, as the index embeds them."""
-    from retriever.encoder import passage_text
+    from backends.encoder import passage_text
 
     out: list[str] = []
     with open(shared / "corpora" / "hotpotqa2017_abstracts.jsonl", encoding="utf-8") as f:
@@ -40,12 +40,13 @@ def _time(encoder, texts: list[str]) -> tuple[np.ndarray, float]:
 
 
 def measure(shared: Path, *, n: int = DEFAULT_N, threads: int = 2, cache: Path | None = None) -> list[dict]:
-    from retriever.encoder import cosine_rows, load_encoder
+    from backends.encoder import load_encoder
+    from tests.support.vectors import cosine_rows
 
     texts = load_passages(shared, n=n)
     from tokenizers import Tokenizer
 
-    from retriever.encoder import MAX_SEQ_LENGTH, model_dir
+    from backends.encoder import MAX_SEQ_LENGTH, model_dir
 
     tok = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
     tok.no_padding()
@@ -62,15 +63,28 @@ def measure(shared: Path, *, n: int = DEFAULT_N, threads: int = 2, cache: Path |
             reference = vecs
         cos = cosine_rows(vecs, reference)
         # Retrieval agreement: each passage's own first sentence as a query, rank of its passage.
-        rows.append({
-            "backend": backend, "passages": len(texts), "mean_tokens": round(mean_tokens, 1),
-            "threads": threads, "load_s": round(load_s, 2), "seconds": round(secs, 2),
-            "passages_per_s": round(len(texts) / secs, 1),
-            "cos_to_torch_mean": round(float(cos.mean()), 6), "cos_to_torch_min": round(float(cos.min()), 6),
-            "top1_agree_with_torch": round(float(np.mean(
-                np.argmax(vecs @ vecs.T - 2 * np.eye(len(vecs)), axis=1)
-                == np.argmax(reference @ reference.T - 2 * np.eye(len(vecs)), axis=1))), 4),
-        })
+        rows.append(
+            {
+                "backend": backend,
+                "passages": len(texts),
+                "mean_tokens": round(mean_tokens, 1),
+                "threads": threads,
+                "load_s": round(load_s, 2),
+                "seconds": round(secs, 2),
+                "passages_per_s": round(len(texts) / secs, 1),
+                "cos_to_torch_mean": round(float(cos.mean()), 6),
+                "cos_to_torch_min": round(float(cos.min()), 6),
+                "top1_agree_with_torch": round(
+                    float(
+                        np.mean(
+                            np.argmax(vecs @ vecs.T - 2 * np.eye(len(vecs)), axis=1)
+                            == np.argmax(reference @ reference.T - 2 * np.eye(len(vecs)), axis=1)
+                        )
+                    ),
+                    4,
+                ),
+            }
+        )
     return rows
 
 
@@ -99,13 +113,18 @@ def main(shared: Path, out: Path, *, n: int = DEFAULT_N) -> str:
         "|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['backend']} | {r['load_s']} | {r['passages_per_s']} | "
-                     f"{r['cos_to_torch_mean']} / {r['cos_to_torch_min']} | {r['top1_agree_with_torch']} |")
-    lines += ["", f"Rule (faster by more than {int(TIE * 100)}%, else the quicker to load) picks **{pick(rows)}** "
-              "in this run. The code's `auto` uses **onnx** (falls back to torch if the export fails): equal "
-              "vectors (cosine 1.0), a load 20x+ faster for query processes, and throughput within ~15% of torch "
-              "either way across runs on this shared machine. int8 quantisation needs the `onnx` package "
-              "(onnxruntime.quantization), which is not installed: not measured."]
+        lines.append(
+            f"| {r['backend']} | {r['load_s']} | {r['passages_per_s']} | "
+            f"{r['cos_to_torch_mean']} / {r['cos_to_torch_min']} | {r['top1_agree_with_torch']} |"
+        )
+    lines += [
+        "",
+        f"Rule (faster by more than {int(TIE * 100)}%, else the quicker to load) picks **{pick(rows)}** "
+        "in this run. The code's `auto` uses **onnx** (falls back to torch if the export fails): equal "
+        "vectors (cosine 1.0), a load 20x+ faster for query processes, and throughput within ~15% of torch "
+        "either way across runs on this shared machine. int8 quantisation needs the `onnx` package "
+        "(onnxruntime.quantization), which is not installed: not measured.",
+    ]
     return "\n".join(lines) + "\n"
 
 

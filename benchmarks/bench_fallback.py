@@ -17,9 +17,10 @@ import logging
 import shutil
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 log = logging.getLogger("benchmarks.fallback")
 
@@ -33,14 +34,17 @@ class Dataset:
     name: str
     claims_file: str
     text_key: str
-    rows: Callable[[Path], list[tuple[str, str]]]   # corpus -> (title, text)
-    pages: Callable[[Path, set[str]], dict]          # FakePages for the remote titles
+    rows: Callable[[Path], list[tuple[str, str]]]  # corpus -> (title, text)
+    pages: Callable[[Path, set[str]], dict]  # FakePages for the remote titles
 
 
 def _hotpot_rows(shared: Path) -> list[tuple[str, str]]:
     with (shared / "corpora" / "hotpotqa2017_abstracts.jsonl").open(encoding="utf-8") as fh:
         # The abstracts' sentences come stripped: joined with "" they would run together ("Archer.In 1945").
-        return [(html.unescape(r["title"]), " ".join(x.strip() for x in r["sentences"] if x.strip())) for r in map(json.loads, fh)]
+        return [
+            (html.unescape(r["title"]), " ".join(x.strip() for x in r["sentences"] if x.strip()))
+            for r in map(json.loads, fh)
+        ]
 
 
 def _vital_rows(shared: Path) -> list[tuple[str, str]]:
@@ -49,13 +53,13 @@ def _vital_rows(shared: Path) -> list[tuple[str, str]]:
 
 
 def _hotpot_pages(shared: Path, remote: set[str]) -> dict:
-    from fallback.fakewiki import pages_from_hotpot
+    from tests.support.fakewiki import pages_from_hotpot
 
     return pages_from_hotpot(shared / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=remote)
 
 
 def _vital_pages(shared: Path, remote: set[str]) -> dict:
-    from fallback.fakewiki import pages_from_vital
+    from tests.support.fakewiki import pages_from_vital
 
     return pages_from_vital(shared / "corpora" / "vital_articles_summaries.json", titles=remote)
 
@@ -96,25 +100,39 @@ def recall(results: list[Any], claims: list[dict]) -> float:
     return hit / max(1, total)
 
 
-def make_fallback(api_url: str, cache: Path, retriever: Any, *, scorer: str = "auto", threshold: float | None = None,
-                  search_top_m: int | None = None) -> Any:
+def make_fallback(
+    api_url: str,
+    cache: Path,
+    retriever: Any,
+    *,
+    scorer: str = "auto",
+    threshold: float | None = None,
+    search_top_m: int | None = None,
+) -> Any:
     """The fallback the benchmark measures: the retriever's own wiring (scorer from the local index)."""
     from fallback.client import WikiApi
-    from fallback.clock import FakeClock
     from fallback.live import LiveFallback
     from retriever.api import default_live_planner, default_live_scorer
+    from tests.support.clock import FakeClock
 
     api = WikiApi(api_url=api_url, contact=CONTACT, cache_dir=cache, rate=1000, clock=FakeClock())
     fn, default_threshold = default_live_scorer(retriever, scorer)
     opts = {} if search_top_m is None else {"search_top_m": search_top_m}
-    return LiveFallback(api, scorer=fn, min_relevance=default_threshold if threshold is None else threshold,
-                        planner=default_live_planner(retriever), **opts)
+    return LiveFallback(
+        api,
+        scorer=fn,
+        min_relevance=default_threshold if threshold is None else threshold,
+        planner=default_live_planner(retriever),
+        **opts,
+    )
 
 
-def run_dataset(ds: Dataset, shared: Path, out: Path, *, limit: int | None = None, **fallback_opts: Any) -> dict[str, Any]:
+def run_dataset(
+    ds: Dataset, shared: Path, out: Path, *, limit: int | None = None, **fallback_opts: Any
+) -> dict[str, Any]:
     from benchmarks.common import build
-    from fallback.fakewiki import FakeWiki
     from retriever.api import Retriever
+    from tests.support.fakewiki import FakeWiki
 
     rows = ds.rows(shared)  # read once: the split, the page counts and the name classes all use it
     local_jsonl, full_jsonl, remote = split_corpus(rows, out, ds.name)
@@ -126,8 +144,13 @@ def run_dataset(ds: Dataset, shared: Path, out: Path, *, limit: int | None = Non
         c["gold_titles"] = [html.unescape(t) for t in c["gold_titles"]]
     pages = ds.pages(shared, remote)
     all_local = [not any(is_remote(t) for t in c["gold_titles"]) for c in claims]
-    report: dict[str, Any] = {"claims": len(claims), "all_local_claims": sum(all_local), "k": K,
-                              "local_pages": len(rows) - len(remote), "remote_pages": len(pages)}
+    report: dict[str, Any] = {
+        "claims": len(claims),
+        "all_local_claims": sum(all_local),
+        "k": K,
+        "local_pages": len(rows) - len(remote),
+        "remote_pages": len(pages),
+    }
     texts = [c[ds.text_key] for c in claims]
     with Retriever.open(out / f"{ds.name}_full") as full:
         t0 = time.perf_counter()
@@ -154,21 +177,23 @@ def run_dataset(ds: Dataset, shared: Path, out: Path, *, limit: int | None = Non
             looked_up = sum(bool(r.stats.get("missing_entities")) for r in results)
             report[run] = {
                 "recall_with_fallback": recall(results, claims),
-                "requests": api.requests, "cache_hits": api.cache_hits,
+                "requests": api.requests,
+                "cache_hits": api.cache_hits,
                 "requests_per_claim": api.requests / max(1, len(claims)),
                 "cache_hit_rate": api.cache_hits / max(1, api.cache_hits + api.requests),
                 "claims_looked_up": looked_up,
                 "requests_for_all_local_claims": sum(n for n, a in zip(req, all_local) if a),
-                "all_local_claims_looked_up": sum(bool(r.stats.get("missing_entities")) or n > 0
-                                                  for r, n, a in zip(results, req, all_local) if a),
+                "all_local_claims_looked_up": sum(
+                    bool(r.stats.get("missing_entities")) or n > 0 for r, n, a in zip(results, req, all_local) if a
+                ),
                 "wall_s": round(wall, 2),
             }
             if run == "first":
-                report["all_local_names"] = _name_classes(
-                    [r for r, a in zip(results, all_local) if a], rows, remote)
+                report["all_local_names"] = _name_classes([r for r, a in zip(results, all_local) if a], rows, remote)
                 report["examples_all_local_looked_up"] = [
                     {"claim": q, "missing": r.stats.get("missing_entities")}
-                    for q, r, a in zip(texts, results, all_local) if a and r.stats.get("missing_entities")
+                    for q, r, a in zip(texts, results, all_local)
+                    if a and r.stats.get("missing_entities")
                 ][:8]
             half.fallback.close()
     report["recall_gained"] = report["first"]["recall_with_fallback"] - report["recall_half_local"]
@@ -181,19 +206,26 @@ def _name_classes(results: list[Any], rows: list[tuple[str, str]], remote: set[s
     the remote half, or of neither (the corpus lacks the entity: even the fully local index would not know it).
     A name matches a title up to the case of its first letter and a disambiguator."""
     from retriever.entities import strip_disambiguator
-    from retriever.text import canonical_title
+    from wikiground.text import canonical_title
 
     def key(text: str) -> str:
         return canonical_title(strip_disambiguator(text))
 
     remote_keys = {key(t) for t in remote}
     local_keys = {key(t) for t, _ in rows if t not in remote}
-    out = {"names": 0, "local_half": 0, "remote_half": 0, "absent_from_corpus": 0,
-           "requests_for_claims_naming_only_absent": 0}
+    out = {
+        "names": 0,
+        "local_half": 0,
+        "remote_half": 0,
+        "absent_from_corpus": 0,
+        "requests_for_claims_naming_only_absent": 0,
+    }
     for r in results:
         names = r.stats.get("missing_entities") or []
-        classes = ["local_half" if key(n) in local_keys else "remote_half" if key(n) in remote_keys
-                   else "absent_from_corpus" for n in names]
+        classes = [
+            "local_half" if key(n) in local_keys else "remote_half" if key(n) in remote_keys else "absent_from_corpus"
+            for n in names
+        ]
         out["names"] += len(names)
         for c in classes:
             out[c] += 1
@@ -208,15 +240,39 @@ def section(reports: dict[str, dict[str, Any]]) -> str:
     rows = []
     for name, r in reports.items():
         f, s = r["first"], r["second"]
-        rows.append([name, r["claims"], r["all_local_claims"], r["recall_full_local"], r["recall_half_local"],
-                     f["recall_with_fallback"], r["recall_gained"], f["requests_per_claim"], f["claims_looked_up"],
-                     f"{f['requests_for_all_local_claims']} ({f['all_local_claims_looked_up']} claims)",
-                     s["cache_hit_rate"], s["requests"],
-                     f"{r['wall_s_half_local']:.1f} / {f['wall_s']:.1f} / {s['wall_s']:.1f}"])
+        rows.append(
+            [
+                name,
+                r["claims"],
+                r["all_local_claims"],
+                r["recall_full_local"],
+                r["recall_half_local"],
+                f["recall_with_fallback"],
+                r["recall_gained"],
+                f["requests_per_claim"],
+                f["claims_looked_up"],
+                f"{f['requests_for_all_local_claims']} ({f['all_local_claims_looked_up']} claims)",
+                s["cache_hit_rate"],
+                s["requests"],
+                f"{r['wall_s_half_local']:.1f} / {f['wall_s']:.1f} / {s['wall_s']:.1f}",
+            ]
+        )
     table = md_table(
-        ["corpus", "claims", "all-local claims", f"R@{K} full local", f"R@{K} half local", f"R@{K} half + fallback",
-         "recall gained", "requests / claim", "claims looked up", "requests on all-local claims",
-         "cache hit rate (2nd run)", "requests (2nd run)", "wall s: local / fallback / 2nd run"],
+        [
+            "corpus",
+            "claims",
+            "all-local claims",
+            f"R@{K} full local",
+            f"R@{K} half local",
+            f"R@{K} half + fallback",
+            "recall gained",
+            "requests / claim",
+            "claims looked up",
+            "requests on all-local claims",
+            "cache hit rate (2nd run)",
+            "requests (2nd run)",
+            "wall s: local / fallback / 2nd run",
+        ],
         rows,
     )
     notes = [
@@ -243,26 +299,61 @@ def section(reports: dict[str, dict[str, Any]]) -> str:
         "second hop: the names in the best local evidence's closest sentences that resolve to no local page, in",
         "one request (the rule above makes no request for such a claim). Same split, cold cache:",
         "",
-        md_table(["corpus", f"R@{K} full local", f"R@{K} half + fallback + bridges", "recall gained",
-                  "vs full local", "requests / claim", "requests on all-local claims"],
-                 [[name, r["recall_full_local"], r["bridges"]["recall_with_fallback"], r["recall_gained_bridges"],
-                   r["bridges"]["recall_with_fallback"] - r["recall_full_local"], r["bridges"]["requests_per_claim"],
-                   f"{r['bridges']['requests_for_all_local_claims']} ({r['bridges']['all_local_claims_looked_up']} claims)"]
-                  for name, r in reports.items()]),
+        md_table(
+            [
+                "corpus",
+                f"R@{K} full local",
+                f"R@{K} half + fallback + bridges",
+                "recall gained",
+                "vs full local",
+                "requests / claim",
+                "requests on all-local claims",
+            ],
+            [
+                [
+                    name,
+                    r["recall_full_local"],
+                    r["bridges"]["recall_with_fallback"],
+                    r["recall_gained_bridges"],
+                    r["bridges"]["recall_with_fallback"] - r["recall_full_local"],
+                    r["bridges"]["requests_per_claim"],
+                    f"{r['bridges']['requests_for_all_local_claims']} ({r['bridges']['all_local_claims_looked_up']} claims)",
+                ]
+                for name, r in reports.items()
+            ],
+        ),
         "",
     ]
-    rows = [[name, c["names"], c["absent_from_corpus"], c["remote_half"], c["local_half"],
-             f"{c['requests_for_claims_naming_only_absent']} of {r['first']['requests_for_all_local_claims']}"]
-            for name, r in reports.items() if (c := r.get("all_local_names"))]
+    rows = [
+        [
+            name,
+            c["names"],
+            c["absent_from_corpus"],
+            c["remote_half"],
+            c["local_half"],
+            f"{c['requests_for_claims_naming_only_absent']} of {r['first']['requests_for_all_local_claims']}",
+        ]
+        for name, r in reports.items()
+        if (c := r.get("all_local_names"))
+    ]
     if rows:
         notes += [
             "Names looked up for claims whose gold pages are all local, by where the corpus has them. A name absent",
             "from the whole corpus is an entity that even the fully local index lacks (the corpora hold only the",
             "claims' gold and distractor pages, not all of Wikipedia), so the rule \"ask only for entities the local",
-            "index lacks\" sends it; a name that is a local-half title would be a needless lookup.",
+            'index lacks" sends it; a name that is a local-half title would be a needless lookup.',
             "",
-            md_table(["corpus", "names looked up", "absent from the whole corpus", "remote-half titles",
-                      "local-half titles", "requests for claims naming only absent entities"], rows),
+            md_table(
+                [
+                    "corpus",
+                    "names looked up",
+                    "absent from the whole corpus",
+                    "remote-half titles",
+                    "local-half titles",
+                    "requests for claims naming only absent entities",
+                ],
+                rows,
+            ),
             "",
         ]
     for name, r in reports.items():

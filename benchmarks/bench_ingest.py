@@ -24,7 +24,7 @@ log = logging.getLogger("benchmarks.ingest")
 
 GENSIM = "dumps/gensim-enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 ID_STRIDE = 10_000_000
-REPEATS = 5              # each measurement runs this often, in turns; the fastest run is reported (the host drifts)
+REPEATS = 5  # each measurement runs this often, in turns; the fastest run is reported (the host drifts)
 MULTISTREAM_PAGES = 100  # pages per bz2 stream, as in enwiki's pages-articles-multistream dumps
 TARGETS = {"ingest_vs_strip_code": 5.0, "ingest_vs_decompression": 2.0}
 
@@ -33,7 +33,7 @@ def _dump_parts(shared: Path, copies: int) -> tuple[str, list[str]]:
     """Header and pages of the fixture repeated ``copies`` times (new ids and titles per copy)."""
     xml = bz2.decompress((shared / GENSIM).read_bytes()).decode("utf-8")
     head_end = xml.index("<page>")
-    head, body = xml[:head_end], xml[head_end:xml.rindex("</mediawiki>")]
+    head, body = xml[:head_end], xml[head_end : xml.rindex("</mediawiki>")]
     pages = re.findall(r"<page>.*?</page>\s*", body, flags=re.S)
     out = []
     for copy in range(copies):
@@ -41,8 +41,9 @@ def _dump_parts(shared: Path, copies: int) -> tuple[str, list[str]]:
         for page in pages:
             if copy:
                 page = re.sub(r"<title>(.*?)</title>", lambda m: f"<title>{m.group(1)}{suffix}</title>", page, count=1)
-                page = re.sub(r"(</ns>\s*<id>)(\d+)", lambda m: f"{m.group(1)}{int(m.group(2)) + copy * ID_STRIDE}",
-                              page, count=1)
+                page = re.sub(
+                    r"(</ns>\s*<id>)(\d+)", lambda m: f"{m.group(1)}{int(m.group(2)) + copy * ID_STRIDE}", page, count=1
+                )
                 page = re.sub(r'<redirect title="(.*?)"', lambda m: f'<redirect title="{m.group(1)}{suffix}"', page)
             out.append(page)
     return head, out
@@ -60,7 +61,7 @@ def make_dumps(shared: Path, out: Path, *, copies: int = 20) -> tuple[Path, Path
     tmp = single.with_suffix(".part")
     tmp.write_bytes(bz2.compress((head + "".join(pages) + tail).encode("utf-8"), 9))
     tmp.replace(single)
-    groups = ["".join(pages[i:i + MULTISTREAM_PAGES]) for i in range(0, len(pages), MULTISTREAM_PAGES)]
+    groups = ["".join(pages[i : i + MULTISTREAM_PAGES]) for i in range(0, len(pages), MULTISTREAM_PAGES)]
     streams = [head, *groups, tail]
     tmp = multi.with_suffix(".part")
     with tmp.open("wb") as f:
@@ -105,8 +106,14 @@ def strip_code(texts: list[str]) -> dict:
         mwparserfromhell.parse(text).strip_code()
     seconds = time.perf_counter() - start
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    return {"seconds": seconds, "cpu": time.process_time() - cpu, "mb": mb, "mb_s": mb / seconds,
-            "pages_s": len(texts) / seconds, "articles": len(texts)}
+    return {
+        "seconds": seconds,
+        "cpu": time.process_time() - cpu,
+        "mb": mb,
+        "mb_s": mb / seconds,
+        "pages_s": len(texts) / seconds,
+        "articles": len(texts),
+    }
 
 
 class _TreeCpu:
@@ -137,7 +144,7 @@ class _TreeCpu:
         while not self._stop.wait(interval):
             self._sample()
 
-    def __enter__(self) -> "_TreeCpu":
+    def __enter__(self) -> _TreeCpu:
         self._sample()
         self._start = dict(self._seen)
         self._thread.start()
@@ -161,8 +168,14 @@ def ingest(dump: Path, out: Path, *, workers: int) -> dict:
         seconds = time.perf_counter() - start
     store_mb = (target / "wiki.duckdb").stat().st_size / 1e6
     shutil.rmtree(target, ignore_errors=True)
-    return {"seconds": seconds, "cpu": cpu.seconds, "load": load, "store_mb": store_mb,
-            "pages": manifest["inputs"][0]["pages_kept"], "counts": manifest["counts"]}
+    return {
+        "seconds": seconds,
+        "cpu": cpu.seconds,
+        "load": load,
+        "store_mb": store_mb,
+        "pages": manifest["inputs"][0]["pages_kept"],
+        "counts": manifest["counts"],
+    }
 
 
 def _fastest(results: list[dict]) -> dict:
@@ -214,12 +227,17 @@ def main(shared: Path, out: Path, *, copies: int = 20, repeats: int = REPEATS) -
         f"{base['cpu']:.2f} | {base['mb_s']:.2f} | {base['pages_s']:.1f} | |",
     ]
     for (kind, workers), run in runs.items():
-        lines.append(f"| ingest {kind}, workers={workers} | {run['seconds']:.2f} | {run['cpu']:.1f} | "
-                     f"{wikitext_mb / run['seconds']:.2f} | {run['pages'] / run['seconds']:.0f} | {run['load']:.1f} |")
-    lines += ["", "| input | ingest / strip_code throughput (target >= "
-              f"{TARGETS['ingest_vs_strip_code']:.0f}x) | ingest time / decompression time (target <= "
-              f"{TARGETS['ingest_vs_decompression']:.0f}x) | same from CPU s / {cores} cores (idle-machine estimate) |",
-              "|---|---:|---:|---:|"]
+        lines.append(
+            f"| ingest {kind}, workers={workers} | {run['seconds']:.2f} | {run['cpu']:.1f} | "
+            f"{wikitext_mb / run['seconds']:.2f} | {run['pages'] / run['seconds']:.0f} | {run['load']:.1f} |"
+        )
+    lines += [
+        "",
+        "| input | ingest / strip_code throughput (target >= "
+        f"{TARGETS['ingest_vs_strip_code']:.0f}x) | ingest time / decompression time (target <= "
+        f"{TARGETS['ingest_vs_decompression']:.0f}x) | same from CPU s / {cores} cores (idle-machine estimate) |",
+        "|---|---:|---:|---:|",
+    ]
     for kind in ("single-stream", "multistream"):
         best = runs[(kind, 2)]
         vs_strip = (wikitext_mb / best["seconds"]) / base["mb_s"]
@@ -228,10 +246,12 @@ def main(shared: Path, out: Path, *, copies: int = 20, repeats: int = REPEATS) -
         lines.append(
             f"| {kind}, workers=2 | **{vs_strip:.1f}x** {_met(vs_strip >= TARGETS['ingest_vs_strip_code'])} | "
             f"**{vs_dec:.1f}x** {_met(vs_dec <= TARGETS['ingest_vs_decompression'])} | "
-            f"{(wikitext_mb / ideal) / base['mb_s']:.1f}x / {ideal / dec['seconds']:.1f}x |")
+            f"{(wikitext_mb / ideal) / base['mb_s']:.1f}x / {ideal / dec['seconds']:.1f}x |"
+        )
     counts = runs[("single-stream", 2)]["counts"]
-    speedup = {kind: runs[(kind, 1)]["seconds"] / runs[(kind, 2)]["seconds"]
-               for kind in ("single-stream", "multistream")}
+    speedup = {
+        kind: runs[(kind, 1)]["seconds"] / runs[(kind, 2)]["seconds"] for kind in ("single-stream", "multistream")
+    }
     lines += [
         "",
         f"- workers=2 vs workers=1: single-stream {speedup['single-stream']:.2f}x, "

@@ -57,8 +57,16 @@ def run(index_dir: Path, rows: list[dict[str, Any]], *, hops: int = 3) -> dict[s
                 per_hop[h].append(snap)
             queries.append(res.stats.get("queries", 0))
         channels = list(r.channels)
-    return {"base": base, "base_ms": base_ms, "multi": multi, "multi_ms": multi_ms, "per_hop": per_hop,
-            "queries": queries, "found_hop": found_hop, "channels": channels}
+    return {
+        "base": base,
+        "base_ms": base_ms,
+        "multi": multi,
+        "multi_ms": multi_ms,
+        "per_hop": per_hop,
+        "queries": queries,
+        "found_hop": found_hop,
+        "channels": channels,
+    }
 
 
 def main(shared: Path, out: Path, *, limit: int | None = None) -> str:
@@ -71,12 +79,32 @@ def main(shared: Path, out: Path, *, limit: int | None = None) -> str:
     mb, mm = page_metrics(res["base"], golds, ks), page_metrics(res["multi"], golds, ks)
     lb, lm = latency(res["base_ms"]), latency(res["multi_ms"])
     table = [
-        ["single-shot fused (k=21)", mb["all@5"], mb["all@10"], mb["all@21"], mb["R@5"], mb["R@21"], lb["p50"], lb["p95"]],
+        [
+            "single-shot fused (k=21)",
+            mb["all@5"],
+            mb["all@10"],
+            mb["all@21"],
+            mb["R@5"],
+            mb["R@21"],
+            lb["p50"],
+            lb["p95"],
+        ],
     ]
     for h, snap in enumerate(res["per_hop"], 1):
         m = page_metrics(snap, golds, ks)
         table.append([f"multi-hop, after hop {h}", m["all@5"], m["all@10"], m["all@21"], m["R@5"], m["R@21"], "", ""])
-    table.append(["multi-hop (3 hops, final)", mm["all@5"], mm["all@10"], mm["all@21"], mm["R@5"], mm["R@21"], lm["p50"], lm["p95"]])
+    table.append(
+        [
+            "multi-hop (3 hops, final)",
+            mm["all@5"],
+            mm["all@10"],
+            mm["all@21"],
+            mm["R@5"],
+            mm["R@21"],
+            lm["p50"],
+            lm["p95"],
+        ]
+    )
     # Which hop found the gold pages the pipeline returned.
     hop_counts: dict[int, int] = {}
     for gold, fh in zip(golds, res["found_hop"]):
@@ -100,10 +128,19 @@ def main(shared: Path, out: Path, *, limit: int | None = None) -> str:
         + ", ".join(f"hop {h}: {n}" for h, n in sorted(hop_counts.items()))
         + ". Rows 'after hop h' are the pipeline's scored ranking after h hops of the same run.\n"
     )
-    (out / "multihop.json").write_text(json.dumps({
-        "baseline": mb, "multihop": mm, "latency_ms": {"baseline": lb, "multihop": lm}, "hop_counts": hop_counts,
-        "questions": len(rows), "index": str(index_dir),
-    }, indent=2))
+    (out / "multihop.json").write_text(
+        json.dumps(
+            {
+                "baseline": mb,
+                "multihop": mm,
+                "latency_ms": {"baseline": lb, "multihop": lm},
+                "hop_counts": hop_counts,
+                "questions": len(rows),
+                "index": str(index_dir),
+            },
+            indent=2,
+        )
+    )
     return text
 
 

@@ -13,8 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import (
-    KS, build, latency, md_table, page_metrics, peak_rss_mib, plot_curves, read_claims, recall_curve,
-    unique_in_order, vital_jsonl,
+    KS,
+    build,
+    latency,
+    md_table,
+    page_metrics,
+    peak_rss_mib,
+    plot_curves,
+    read_claims,
+    recall_curve,
+    unique_in_order,
+    vital_jsonl,
 )
 
 log = logging.getLogger("benchmarks.retrieval")
@@ -70,7 +79,9 @@ def _bm25s_reference(index_dir: Path, claims: list[str], k: int) -> tuple[list[l
     return out, lat, build_s
 
 
-def _corpus_section(name: str, index_dir: Path, claims_rows: list[dict[str, Any]], text_key: str, out: Path, manifest: dict) -> tuple[str, dict]:
+def _corpus_section(
+    name: str, index_dir: Path, claims_rows: list[dict[str, Any]], text_key: str, out: Path, manifest: dict
+) -> tuple[str, dict]:
     from retriever.api import Retriever
 
     claims = [r[text_key] for r in claims_rows]
@@ -102,7 +113,9 @@ def _corpus_section(name: str, index_dir: Path, claims_rows: list[dict[str, Any]
     plot_curves(curves, png, title=f"{name}: title recall@k ({len(claims)} claims)")
     rel = png.relative_to(plots.parent)
     builds = manifest.get("indexes", {})
-    build_rows = [[n, v.get("build_seconds", float("nan")), v.get("documents", v.get("count", ""))] for n, v in builds.items()]
+    build_rows = [
+        [n, v.get("build_seconds", float("nan")), v.get("documents", v.get("count", ""))] for n, v in builds.items()
+    ]
     build_rows.append(["bm25s (reference)", ref_build, ""])
     single = max(metrics[c]["R@5"] for c in r.channels)
     text = (
@@ -136,7 +149,9 @@ def main(shared: Path, out: Path) -> str:
     hotpot_idx = out / "hotpot_index"
     m = build([shared / "corpora" / "hotpotqa2017_abstracts.jsonl"], hotpot_idx)
     hotpot = read_claims(shared / "claims" / "hotpotqa_dev_multihop.jsonl")
-    text, results["hotpotqa_dev_multihop"] = _corpus_section("hotpotqa_dev_multihop", hotpot_idx, hotpot, "question", out, m)
+    text, results["hotpotqa_dev_multihop"] = _corpus_section(
+        "hotpotqa_dev_multihop", hotpot_idx, hotpot, "question", out, m
+    )
     sections.append(text)
 
     sections.append(f"Peak memory of the benchmark process (builds + queries): {peak_rss_mib():.0f} MiB.\n")

@@ -24,7 +24,10 @@ def vital_jsonl(shared: Path, out: Path) -> Path:
         tmp = dst.with_suffix(".part")
         with tmp.open("w", encoding="utf-8") as fh:
             for key, rec in data.items():
-                fh.write(json.dumps({"title": rec.get("title") or key, "text": rec.get("extract") or ""}, ensure_ascii=False) + "\n")
+                fh.write(
+                    json.dumps({"title": rec.get("title") or key, "text": rec.get("extract") or ""}, ensure_ascii=False)
+                    + "\n"
+                )
         tmp.replace(dst)
     return dst
 
@@ -32,14 +35,16 @@ def vital_jsonl(shared: Path, out: Path) -> Path:
 def build(inputs: Sequence[Path], out: Path, *, indexes: Sequence[str] = ("bm25", "dense", "tfidf")) -> dict[str, Any]:
     """Build once: reuse an index folder whose manifest lists every requested index, built from these very
     inputs (same sha256): a corpus written anew by a changed benchmark gets a new index."""
+    from backends.encoder import sha256_file
     from indexer.build import build_index
-    from retriever.encoder import sha256_file
 
     man = out / "manifest.json"
     if man.is_file():
         m = json.loads(man.read_text())
         built_from = sorted(i.get("sha256") for i in m.get("inputs", []))
-        if all(i in m.get("indexes", {}) for i in indexes) and built_from == sorted(sha256_file(Path(p)) for p in inputs):
+        if all(i in m.get("indexes", {}) for i in indexes) and built_from == sorted(
+            sha256_file(Path(p)) for p in inputs
+        ):
             log.info("reusing %s", out)
             return m
     t0 = time.perf_counter()
@@ -63,7 +68,9 @@ def unique_in_order(items: Iterable[str]) -> list[str]:
     return out
 
 
-def page_metrics(rankings: Sequence[Sequence[str]], golds: Sequence[Sequence[str]], ks: Sequence[int] = KS) -> dict[str, float]:
+def page_metrics(
+    rankings: Sequence[Sequence[str]], golds: Sequence[Sequence[str]], ks: Sequence[int] = KS
+) -> dict[str, float]:
     """Any-gold recall@k, all-gold recall@k and MRR of the first gold title, over page-title rankings."""
     n = len(rankings)
     out: dict[str, float] = {}
@@ -78,7 +85,9 @@ def page_metrics(rankings: Sequence[Sequence[str]], golds: Sequence[Sequence[str
     return out
 
 
-def recall_curve(rankings: Sequence[Sequence[str]], golds: Sequence[Sequence[str]], kmax: int = 21, *, all_gold: bool = False) -> list[float]:
+def recall_curve(
+    rankings: Sequence[Sequence[str]], golds: Sequence[Sequence[str]], kmax: int = 21, *, all_gold: bool = False
+) -> list[float]:
     f = all if all_gold else any
     n = len(rankings)
     return [sum(f(g in r[:k] for g in gold) for r, gold in zip(rankings, golds)) / n for k in range(1, kmax + 1)]
@@ -118,7 +127,9 @@ def plot_curves(curves: dict[str, list[float]], path: Path, *, title: str, ylabe
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2), dpi=110)
     for name, ys in curves.items():
-        ax.plot(range(1, len(ys) + 1), ys, marker="o", markersize=3, label=name, linewidth=2.2 if name == "fused" else 1.2)
+        ax.plot(
+            range(1, len(ys) + 1), ys, marker="o", markersize=3, label=name, linewidth=2.2 if name == "fused" else 1.2
+        )
     ax.set_xlabel("k (pages)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)

@@ -1,6 +1,6 @@
 """`make bench`: run every benchmark in one process and write benchmarks/RESULTS.md.
 
-    python -m benchmarks.run --shared ../shared/data [--only ingest,retrieval] [--out benchmarks/out]
+python -m benchmarks.run --shared ../shared/data [--only ingest,retrieval] [--out benchmarks/out]
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args.out.mkdir(parents=True, exist_ok=True)
     sections: list[str] = []
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     for name in [b.strip() for b in args.only.split(",") if b.strip()]:
         try:
             mod = importlib.import_module(f"benchmarks.bench_{name}")

@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from retriever.errors import InputError
+from wikiground.errors import InputError
+from wikiground.layout import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +80,11 @@ class ResponseCache:
         try:
             data = json.loads(raw)
             entry = CacheEntry(
-                key=data["key"], status=int(data["status"]), fetched_at=data["fetched_at"],
-                rev_ids=tuple(data.get("rev_ids", ())), body=data["body"],
+                key=data["key"],
+                status=int(data["status"]),
+                fetched_at=data["fetched_at"],
+                rev_ids=tuple(data.get("rev_ids", ())),
+                body=data["body"],
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError(f"corrupt cache entry: {exc}", path=str(path)) from exc
@@ -94,20 +97,15 @@ class ResponseCache:
         entry = CacheEntry(key=key, status=status, fetched_at=fetched_at, rev_ids=tuple(revision_ids(body)), body=body)
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"format": CACHE_FORMAT, "key": key, "status": status, "fetched_at": fetched_at,
-                   "rev_ids": list(entry.rev_ids), "body": body}
-        # Temp file in the same folder + os.replace: a reader never sees half an entry.
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(payload, fh, ensure_ascii=False, sort_keys=True)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        payload = {
+            "format": CACHE_FORMAT,
+            "key": key,
+            "status": status,
+            "fetched_at": fetched_at,
+            "rev_ids": list(entry.rev_ids),
+            "body": body,
+        }
+        atomic_write(path, json.dumps(payload, ensure_ascii=False, sort_keys=True))
         return entry
 
     def __len__(self) -> int:

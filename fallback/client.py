@@ -11,10 +11,11 @@ from __future__ import annotations
 import email.utils
 import logging
 import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import httpx
 
@@ -22,19 +23,32 @@ from fallback.cache import ResponseCache, request_key
 from fallback.clock import Clock, SystemClock, TokenBucket
 from fallback.responses import html_to_text, merge_query, resolve_titles
 from fallback.settings import (
-    DEFAULT_API_URL, DEFAULT_BACKOFF_CAP, DEFAULT_MAX_CONTINUE, DEFAULT_MAX_TRIES, DEFAULT_MAX_WAIT,
-    DEFAULT_MAXLAG, DEFAULT_RATE, DEFAULT_TIMEOUT, MIN_RETRY_WAIT, CacheMode,
+    DEFAULT_API_URL,
+    DEFAULT_BACKOFF_CAP,
+    DEFAULT_MAX_CONTINUE,
+    DEFAULT_MAX_TRIES,
+    DEFAULT_MAX_WAIT,
+    DEFAULT_MAXLAG,
+    DEFAULT_RATE,
+    DEFAULT_TIMEOUT,
+    MIN_RETRY_WAIT,
+    CacheMode,
 )
-from retriever import __version__
-from retriever.errors import (
-    ApiError, CacheMissError, ConfigError, ContactRequiredError, ForbiddenHostError, RetryExhaustedError,
+from wikiground import __version__
+from wikiground.errors import (
+    ApiError,
+    CacheMissError,
+    ConfigError,
+    ContactRequiredError,
+    ForbiddenHostError,
+    RetryExhaustedError,
     TransportError,
 )
 
 log = logging.getLogger(__name__)
 
-TITLES_PER_QUERY = 50     # the API's limit for titles= (non-bot clients)
-EXTRACTS_PER_QUERY = 20   # prop=extracts with exintro serves at most 20 pages per request
+TITLES_PER_QUERY = 50  # the API's limit for titles= (non-bot clients)
+EXTRACTS_PER_QUERY = 20  # prop=extracts with exintro serves at most 20 pages per request
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 PUSHBACK_CODES = frozenset({"maxlag", "ratelimited", "readonly"})
 _CORE_PARAMS = frozenset({"action", "format", "formatversion", "maxlag"})
@@ -54,7 +68,7 @@ def user_agent(contact: str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ApiResponse:
-    body: dict[str, Any] | None   # None only for an explicit replay miss
+    body: dict[str, Any] | None  # None only for an explicit replay miss
     fetched_at: str | None
     from_cache: bool = False
     status: int = 200
@@ -110,29 +124,47 @@ class PageSections:
     fetched_at: str | None = None
 
 
-def _page_info(requested: str, page: Mapping[str, Any], fetched_at: str | None, *, fragment: str | None = None,
-               redirected: bool = False) -> PageInfo:
+def _page_info(
+    requested: str,
+    page: Mapping[str, Any],
+    fetched_at: str | None,
+    *,
+    fragment: str | None = None,
+    redirected: bool = False,
+) -> PageInfo:
     """A ``query.pages`` entry as a PageInfo."""
     pageid = page.get("pageid")
     return PageInfo(
-        requested=requested, title=page.get("title", requested),
+        requested=requested,
+        title=page.get("title", requested),
         pageid=pageid if isinstance(pageid, int) and pageid > 0 else None,
-        missing=bool(page.get("missing")), invalid=bool(page.get("invalid")),
+        missing=bool(page.get("missing")),
+        invalid=bool(page.get("invalid")),
         is_disambiguation="disambiguation" in (page.get("pageprops") or {}),
-        url=page.get("canonicalurl") or page.get("fullurl"), rev_id=page.get("lastrevid"),
-        fragment=fragment, redirected=redirected, extract=page.get("extract"), fetched_at=fetched_at,
+        url=page.get("canonicalurl") or page.get("fullurl"),
+        rev_id=page.get("lastrevid"),
+        fragment=fragment,
+        redirected=redirected,
+        extract=page.get("extract"),
+        fetched_at=fetched_at,
     )
 
 
 def _intro_props(limit: int) -> dict[str, str]:
     """The props of a plain-text lead section with its URL and disambiguation flag, for ``limit`` pages."""
-    return {"prop": "extracts|info|pageprops", "exintro": "1", "explaintext": "1", "exlimit": str(limit),
-            "inprop": "url", "ppprop": "disambiguation"}
+    return {
+        "prop": "extracts|info|pageprops",
+        "exintro": "1",
+        "explaintext": "1",
+        "exlimit": str(limit),
+        "inprop": "url",
+        "ppprop": "disambiguation",
+    }
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def _retry_after(response: httpx.Response) -> float:
@@ -146,7 +178,7 @@ def _retry_after(response: httpx.Response) -> float:
             when = email.utils.parsedate_to_datetime(value)
         except (TypeError, ValueError):
             return 0.0
-        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 class WikiApi:
@@ -185,8 +217,11 @@ class WikiApi:
         self.api_url = str(self.url)
         self.cache_mode: CacheMode = cache_mode
         # Replay never touches the network, so it is the one mode that runs without a contact.
-        self.user_agent = user_agent(contact) if cache_mode != "replay" else (
-            user_agent(contact) if contact else f"wikiground/{__version__} (replay) httpx/{httpx.__version__}")
+        self.user_agent = (
+            user_agent(contact)
+            if cache_mode != "replay"
+            else (user_agent(contact) if contact else f"wikiground/{__version__} (replay) httpx/{httpx.__version__}")
+        )
         self.cache = ResponseCache(cache_dir) if cache_dir is not None and cache_mode != "off" else None
         self.replay_miss = replay_miss
         self.timeout = timeout
@@ -201,10 +236,10 @@ class WikiApi:
         self._own_client = http_client is None
         self._http = http_client
         self._lock = threading.Lock()  # requests strictly in series, even across threads
-        self.requests = 0        # HTTP requests sent (retries included)
+        self.requests = 0  # HTTP requests sent (retries included)
         self.cache_hits = 0
         self.cache_misses = 0
-        self.truncated = 0       # continuation chains cut at max_continue
+        self.truncated = 0  # continuation chains cut at max_continue
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -221,7 +256,7 @@ class WikiApi:
             self._http.close()
             self._http = None
 
-    def __enter__(self) -> "WikiApi":
+    def __enter__(self) -> WikiApi:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -287,10 +322,16 @@ class WikiApi:
                         return first, second
                     failure, wait = first, second
                 if attempt == self.max_tries:
-                    raise RetryExhaustedError(f"{self.max_tries} tries failed for {self.url.host}: {failure}") from failure
+                    raise RetryExhaustedError(
+                        f"{self.max_tries} tries failed for {self.url.host}: {failure}"
+                    ) from failure
                 if wait > self.max_wait:
-                    raise RetryExhaustedError(f"server asks to wait {wait:.0f}s (> {self.max_wait:.0f}s): {failure}") from failure
-                log.warning("MediaWiki request failed (%s); retry %d/%d in %.1fs", failure, attempt, self.max_tries - 1, wait)
+                    raise RetryExhaustedError(
+                        f"server asks to wait {wait:.0f}s (> {self.max_wait:.0f}s): {failure}"
+                    ) from failure
+                log.warning(
+                    "MediaWiki request failed (%s); retry %d/%d in %.1fs", failure, attempt, self.max_tries - 1, wait
+                )
                 self.clock.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -310,7 +351,11 @@ class WikiApi:
         try:
             body = response.json()
         except ValueError as exc:  # truncated or HTML: never data
-            err = ApiError(f"response is not JSON ({len(response.content)} bytes): {response.text[:80]!r}", code="badjson", status=status)
+            err = ApiError(
+                f"response is not JSON ({len(response.content)} bytes): {response.text[:80]!r}",
+                code="badjson",
+                status=status,
+            )
             err.__cause__ = exc
             return err, self._backoff(attempt)
         if not isinstance(body, dict):
@@ -357,8 +402,15 @@ class WikiApi:
             out[bad] = PageInfo(bad, bad, None, missing=True, invalid=True)
         wanted = [t for t in wanted if "|" not in t]
         for chunk in _chunks(wanted, batch):
-            params = {"action": "query", "titles": "|".join(chunk), "redirects": "1",
-                      "prop": "info|pageprops", "inprop": "url", "ppprop": "disambiguation", **extra}
+            params = {
+                "action": "query",
+                "titles": "|".join(chunk),
+                "redirects": "1",
+                "prop": "info|pageprops",
+                "inprop": "url",
+                "ppprop": "disambiguation",
+                **extra,
+            }
             responses = self.call_all(params)
             if not responses:
                 continue
@@ -389,27 +441,47 @@ class WikiApi:
         beside ``generator=search`` with the props of ``intros``. Intros keyed by hit title."""
         return self._search(query, limit=min(limit, EXTRACTS_PER_QUERY), offset=0, with_intros=True)
 
-    def _search(self, query: str, *, limit: int, offset: int, with_intros: bool) -> tuple[SearchResult, dict[str, PageInfo]]:
-        params = {"action": "query", "list": "search", "srsearch": query, "srlimit": str(limit),
-                  "srnamespace": "0", "srinfo": "suggestion", "srprop": "snippet"}
+    def _search(
+        self, query: str, *, limit: int, offset: int, with_intros: bool
+    ) -> tuple[SearchResult, dict[str, PageInfo]]:
+        params = {
+            "action": "query",
+            "list": "search",
+            "srsearch": query,
+            "srlimit": str(limit),
+            "srnamespace": "0",
+            "srinfo": "suggestion",
+            "srprop": "snippet",
+        }
         if offset:
             params["sroffset"] = str(offset)
         if with_intros:
-            params.update({"generator": "search", "gsrsearch": query, "gsrlimit": str(limit), "gsrnamespace": "0",
-                           **_intro_props(limit)})
+            params.update(
+                {
+                    "generator": "search",
+                    "gsrsearch": query,
+                    "gsrlimit": str(limit),
+                    "gsrnamespace": "0",
+                    **_intro_props(limit),
+                }
+            )
         response = self.call(params)
         if response.body is None:
             return SearchResult(query, ()), {}
         q = response.body.get("query") or {}
-        hits = tuple(SearchHit(h["title"], h.get("pageid"), html_to_text(h.get("snippet", "")))
-                     for h in q.get("search", []) if h.get("ns", 0) == 0)
+        hits = tuple(
+            SearchHit(h["title"], h.get("pageid"), html_to_text(h.get("snippet", "")))
+            for h in q.get("search", [])
+            if h.get("ns", 0) == 0
+        )
         info = q.get("searchinfo") or {}
         nxt = (response.body.get("continue") or {}).get("sroffset")
         result = SearchResult(query, hits, info.get("suggestion") or None, int(nxt) if nxt is not None else None)
         pages = merge_query([response.body])["pages"] if with_intros else []
         by_title = {p.get("title"): p for p in pages}
-        intros = {h.title: _page_info(h.title, by_title[h.title], response.fetched_at)
-                  for h in hits if h.title in by_title}
+        intros = {
+            h.title: _page_info(h.title, by_title[h.title], response.fetched_at) for h in hits if h.title in by_title
+        }
         return result, intros
 
     def sections(self, title: str) -> PageSections:
@@ -417,20 +489,34 @@ class WikiApi:
         parse = (response.body or {}).get("parse") or {}
         sections = tuple(
             SectionInfo(int(s["index"]), int(s.get("level", 2)), html_to_text(s.get("line", "")), s.get("anchor", ""))
-            for s in parse.get("sections", []) if str(s.get("index", "")).isdigit()  # "T-1" = transcluded
+            for s in parse.get("sections", [])
+            if str(s.get("index", "")).isdigit()  # "T-1" = transcluded
         )
-        return PageSections(parse.get("title", title), parse.get("pageid"), parse.get("revid"), sections, response.fetched_at)
+        return PageSections(
+            parse.get("title", title), parse.get("pageid"), parse.get("revid"), sections, response.fetched_at
+        )
 
     def section_text(self, title: str, index: int) -> str:
-        response = self.call({"action": "parse", "page": title, "section": str(index), "prop": "text",
-                              "redirects": "1", "disableeditsection": "1", "disabletoc": "1"})
+        response = self.call(
+            {
+                "action": "parse",
+                "page": title,
+                "section": str(index),
+                "prop": "text",
+                "redirects": "1",
+                "disableeditsection": "1",
+                "disabletoc": "1",
+            }
+        )
         text = ((response.body or {}).get("parse") or {}).get("text", "")
         if isinstance(text, dict):  # formatversion=1 shape
             text = text.get("*", "")
         return html_to_text(text)
 
     def section_links(self, title: str, index: int) -> list[str]:
-        response = self.call({"action": "parse", "page": title, "section": str(index), "prop": "links", "redirects": "1"})
+        response = self.call(
+            {"action": "parse", "page": title, "section": str(index), "prop": "links", "redirects": "1"}
+        )
         links = ((response.body or {}).get("parse") or {}).get("links", [])
         return [l.get("title") or l.get("*") for l in links if l.get("ns", 0) == 0 and l.get("exists", True)]
 
@@ -447,8 +533,16 @@ class WikiApi:
         """Visible categories (``clshow=!hidden``) of several pages, 50 titles per request, keyed by requested title."""
         out: dict[str, list[str]] = {}
         for chunk in _chunks(list(dict.fromkeys(t for t in titles if t and "|" not in t)), TITLES_PER_QUERY):
-            responses = self.call_all({"action": "query", "titles": "|".join(chunk), "redirects": "1",
-                                       "prop": "categories", "clshow": "!hidden", "cllimit": "max"})
+            responses = self.call_all(
+                {
+                    "action": "query",
+                    "titles": "|".join(chunk),
+                    "redirects": "1",
+                    "prop": "categories",
+                    "clshow": "!hidden",
+                    "cllimit": "max",
+                }
+            )
             query = merge_query(r.body for r in responses)
             by_title = {p.get("title"): p for p in query["pages"]}
             for requested, (final, _, _) in resolve_titles(chunk, query).items():
@@ -460,17 +554,37 @@ class WikiApi:
         """The intros of the first ``limit`` pages a page links to (a disambiguation page's options), in one
         request: ``generator=links`` with the props of ``intros``. Keyed by title; links to no page are left out."""
         limit = min(limit, EXTRACTS_PER_QUERY)
-        response = self.call({"action": "query", "titles": title, "redirects": "1", "generator": "links",
-                              "gplnamespace": "0", "gpllimit": str(limit), **_intro_props(limit)})
+        response = self.call(
+            {
+                "action": "query",
+                "titles": title,
+                "redirects": "1",
+                "generator": "links",
+                "gplnamespace": "0",
+                "gpllimit": str(limit),
+                **_intro_props(limit),
+            }
+        )
         if response.body is None:
             return {}
         pages = merge_query([response.body])["pages"]
-        return {p["title"]: _page_info(p["title"], p, response.fetched_at) for p in pages
-                if p.get("title") and not p.get("missing") and not p.get("invalid")}
+        return {
+            p["title"]: _page_info(p["title"], p, response.fetched_at)
+            for p in pages
+            if p.get("title") and not p.get("missing") and not p.get("invalid")
+        }
 
     def links(self, title: str) -> list[str]:
         """Article links of a page (a disambiguation page's options without their intros: see ``linked_intros``)."""
-        responses = self.call_all({"action": "query", "titles": title, "redirects": "1", "prop": "links",
-                                   "plnamespace": "0", "pllimit": "max"})
+        responses = self.call_all(
+            {
+                "action": "query",
+                "titles": title,
+                "redirects": "1",
+                "prop": "links",
+                "plnamespace": "0",
+                "pllimit": "max",
+            }
+        )
         query = merge_query(r.body for r in responses)
         return [l["title"] for p in query["pages"] for l in p.get("links", [])]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -28,26 +28,7 @@ class SystemClock:
             time.sleep(seconds)
 
     def now_iso(self) -> str:
-        return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class FakeClock:
-    """A clock that only moves when slept on; records every sleep (for tests and benchmarks)."""
-
-    def __init__(self, start: float = 1000.0, *, wall_start: float = 1_767_225_600.0):  # 2026-01-01T00:00:00Z
-        self.t = start
-        self._wall0 = wall_start - start
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.t += max(0.0, seconds)
-
-    def now_iso(self) -> str:
-        return datetime.fromtimestamp(self._wall0 + self.t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class TokenBucket:

@@ -8,24 +8,19 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from fallback.live import LivePage, chunk_text
 from indexer.schema import DDL
-from retriever.errors import BuildError
-from retriever.text import normalize_title
+from wikiground.errors import BuildError
+from wikiground.layout import delta_path
+from wikiground.text import normalize_title
 
 log = logging.getLogger(__name__)
 
 LIVE_PASSAGE_ID_BASE = 1_000_000_000
-DELTA_DIR = "delta"
-DELTA_DB = "wiki.duckdb"
 _SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+|$)\s*")
-
-
-def delta_path(index_dir: Path) -> Path:
-    return Path(index_dir) / DELTA_DIR / DELTA_DB
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
@@ -56,7 +51,9 @@ def write_live_pages(index_dir: Path, pages: Sequence[LivePage]) -> int:
             con.execute(DDL)
             con.execute("COMMIT")
         con.execute("BEGIN")
-        next_pid = con.execute("SELECT coalesce(max(passage_id) + 1, ?) FROM passages", [LIVE_PASSAGE_ID_BASE]).fetchone()[0]
+        next_pid = con.execute(
+            "SELECT coalesce(max(passage_id) + 1, ?) FROM passages", [LIVE_PASSAGE_ID_BASE]
+        ).fetchone()[0]
         next_pid = max(next_pid, LIVE_PASSAGE_ID_BASE)
         for page in pages:
             if page.pageid is None:
@@ -66,7 +63,10 @@ def write_live_pages(index_dir: Path, pages: Sequence[LivePage]) -> int:
                 if row[0] == page.rev_id:
                     continue
                 # A newer (or other) revision replaces the stored one wholesale.
-                old = [r[0] for r in con.execute("SELECT passage_id FROM passages WHERE page_id = ?", [page.pageid]).fetchall()]
+                old = [
+                    r[0]
+                    for r in con.execute("SELECT passage_id FROM passages WHERE page_id = ?", [page.pageid]).fetchall()
+                ]
                 if old:
                     con.execute(f"DELETE FROM sentences WHERE passage_id IN ({','.join('?' * len(old))})", old)
                 for table in ("passages", "sections", "pages"):
@@ -74,22 +74,44 @@ def write_live_pages(index_dir: Path, pages: Sequence[LivePage]) -> int:
             con.execute(
                 "INSERT INTO pages (page_id, title, namespace, rev_id, rev_timestamp, is_disambiguation, url, lead,"
                 " title_norm, source_file, origin) VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?, ?, 'live')",
-                [page.pageid, page.title, page.rev_id, page.fetched_at, page.is_disambiguation, page.url, page.intro,
-                 normalize_title(page.title), page.url],
+                [
+                    page.pageid,
+                    page.title,
+                    page.rev_id,
+                    page.fetched_at,
+                    page.is_disambiguation,
+                    page.url,
+                    page.intro,
+                    normalize_title(page.title),
+                    page.url,
+                ],
             )
             sections = [("", page.intro), *page.sections]
             passage_index = 0
             for section_index, (heading, text) in enumerate(sections):
-                con.execute("INSERT INTO sections VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            [page.pageid, section_index, 1 if section_index == 0 else 2, heading,
-                             None if section_index == 0 else 0, text, heading])
+                con.execute(
+                    "INSERT INTO sections VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        page.pageid,
+                        section_index,
+                        1 if section_index == 0 else 2,
+                        heading,
+                        None if section_index == 0 else 0,
+                        text,
+                        heading,
+                    ],
+                )
                 page_sentence = 0
                 for piece in chunk_text(text):
-                    con.execute("INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?, 'text', ?)",
-                                [next_pid, page.pageid, section_index, piece, page.title, heading, passage_index])
+                    con.execute(
+                        "INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?, 'text', ?)",
+                        [next_pid, page.pageid, section_index, piece, page.title, heading, passage_index],
+                    )
                     for i, (s, e) in enumerate(_sentences(piece)):
-                        con.execute("INSERT INTO sentences VALUES (?, ?, ?, ?, ?, ?)",
-                                    [next_pid, i, page_sentence, piece[s:e], s, e])
+                        con.execute(
+                            "INSERT INTO sentences VALUES (?, ?, ?, ?, ?, ?)",
+                            [next_pid, i, page_sentence, piece[s:e], s, e],
+                        )
                         page_sentence += 1
                     next_pid += 1
                     passage_index += 1

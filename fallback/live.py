@@ -15,21 +15,22 @@ from __future__ import annotations
 import difflib
 import logging
 import re
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import httpx
 
 from fallback.client import PageInfo, PageSections, WikiApi
 from fallback.clock import Clock
-from fallback.planner import KeywordPlanner, QueryPlanner
+from fallback.planner import ClaimState, KeywordPlanner, QueryPlanner
 from fallback.relevance import OverlapScorer, RelevanceScorer, content_words
 from fallback.settings import FallbackSettings
-from retriever.errors import ApiError, RetryExhaustedError, TransportError
-from retriever.records import Evidence
 from retriever.entities import NAME_JOINTS, fold_plural, names_in, strip_disambiguator
-from retriever.text import canonical_title, normalize_title
+from wikiground.errors import ApiError, RetryExhaustedError, TransportError
+from wikiground.records import Evidence
+from wikiground.text import canonical_title, normalize_title
 
 log = logging.getLogger(__name__)
 
@@ -37,38 +38,31 @@ STATUS_FOUND = "EVIDENCE_FOUND_WIKIPEDIA"
 STATUS_FAILED = "EVIDENCE_RETRIEVAL_FAILED_WIKIPEDIA"
 MAX_ATTEMPTS = 3
 DEFAULT_SEARCH_TOP_M = 3
-DEFAULT_MIN_RELEVANCE = 0.5      # default scorer: half of the claim's content words present
-CHUNK_WORDS = 120                # evidence granularity, close to the local passages' ~100 words
+DEFAULT_MIN_RELEVANCE = 0.5  # default scorer: half of the claim's content words present
+CHUNK_WORDS = 120  # evidence granularity, close to the local passages' ~100 words
 SECTIONS_PER_PAGE = 2
-BRIDGE_PAGES = 2        # pages the claim names whose intros are read for the next hop's names
-BRIDGE_SENTENCES = 3    # their sentences sharing most words with the claim
-BRIDGE_TITLES = 20      # names asked for at once: one request
+BRIDGE_PAGES = 2  # pages the claim names whose intros are read for the next hop's names
+BRIDGE_SENTENCES = 3  # their sentences sharing most words with the claim
+BRIDGE_TITLES = 20  # names asked for at once: one request
 BRIDGE_LOCAL_PAGES = 1  # best local evidence items read the same way
 PAGES_TO_EXPAND = 2
 DISAMBIGUATION_OPTIONS = 20
 RELATED_TITLES = 10
-SKIP_HEADINGS = frozenset({"see also", "references", "external links", "notes", "further reading", "bibliography",
-                           "sources", "citations", "footnotes"})
+SKIP_HEADINGS = frozenset(
+    {
+        "see also",
+        "references",
+        "external links",
+        "notes",
+        "further reading",
+        "bibliography",
+        "sources",
+        "citations",
+        "footnotes",
+    }
+)
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)\s+")  # not after an initial: "Henry J. Kaiser"
-_Soft = (ApiError, RetryExhaustedError, TransportError)   # one failed request must not sink the claim
-
-
-@dataclass
-class ClaimState:
-    """What was tried for one claim, so no request is repeated."""
-
-    claim: str
-    attempts: int = 0
-    titles: list[str] = field(default_factory=list)
-    search_terms: list[str] = field(default_factory=list)
-    suggestions: list[str] = field(default_factory=list)
-    categories: list[str] = field(default_factory=list)
-    sections: list[str] = field(default_factory=list)          # "Title#index"
-    disambiguated: dict[str, str] = field(default_factory=dict)  # entity -> chosen title
-    errors: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+_Soft = (ApiError, RetryExhaustedError, TransportError)  # one failed request must not sink the claim
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +75,7 @@ class LivePage:
     url: str | None
     fetched_at: str | None
     intro: str
-    sections: tuple[tuple[str, str], ...] = ()   # (heading, text) fetched beyond the intro
+    sections: tuple[tuple[str, str], ...] = ()  # (heading, text) fetched beyond the intro
     is_disambiguation: bool = False
     retrieved_for_entity: str | None = None
     attempt: int = 1
@@ -108,10 +102,16 @@ class LiveResult:
         return self.status == STATUS_FOUND
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "attempts": self.attempts, "requests": self.requests,
-                "cache_hits": self.cache_hits, "cache_misses": self.cache_misses,
-                "evidence": [e.to_dict() for e in self.evidence], "state": self.state.to_dict(),
-                "pages": [p.to_dict() for p in self.pages]}
+        return {
+            "status": self.status,
+            "attempts": self.attempts,
+            "requests": self.requests,
+            "cache_hits": self.cache_hits,
+            "cache_misses": self.cache_misses,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "state": self.state.to_dict(),
+            "pages": [p.to_dict() for p in self.pages],
+        }
 
 
 @dataclass
@@ -136,6 +136,7 @@ class _Candidate:
 
 def same_name(name: str, title: str, *, min_ratio: float = 0.85) -> bool:
     """A title names ``name``: equal up to case, plurals, a disambiguator and small misspellings."""
+
     def key(text: str) -> str:
         text = strip_disambiguator(text)
         return " ".join(fold_plural(w) for w in content_words(text) or text.casefold().split())
@@ -174,9 +175,16 @@ def chunk_text(text: str, *, max_words: int = CHUNK_WORDS) -> list[str]:
 class LiveFallback:
     """Live MediaWiki retrieval for entity mentions missing from the local index."""
 
-    def __init__(self, api: WikiApi, *, scorer: RelevanceScorer | None = None, planner: QueryPlanner | None = None,
-                 max_attempts: int = MAX_ATTEMPTS, search_top_m: int = DEFAULT_SEARCH_TOP_M,
-                 min_relevance: float = DEFAULT_MIN_RELEVANCE):
+    def __init__(
+        self,
+        api: WikiApi,
+        *,
+        scorer: RelevanceScorer | None = None,
+        planner: QueryPlanner | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
+        search_top_m: int = DEFAULT_SEARCH_TOP_M,
+        min_relevance: float = DEFAULT_MIN_RELEVANCE,
+    ):
         self.api = api
         self.scorer = scorer or OverlapScorer()
         self.planner = planner or KeywordPlanner()
@@ -187,7 +195,7 @@ class LiveFallback:
     def close(self) -> None:
         self.api.close()
 
-    def __enter__(self) -> "LiveFallback":
+    def __enter__(self) -> LiveFallback:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -195,8 +203,9 @@ class LiveFallback:
 
     # -- the tiers ------------------------------------------------------------------------------
 
-    def retrieve(self, claim: str, missing_entities: Sequence[str], *, k: int = 10,
-                 context: Sequence[tuple[str, str]] = ()) -> LiveResult:
+    def retrieve(
+        self, claim: str, missing_entities: Sequence[str], *, k: int = 10, context: Sequence[tuple[str, str]] = ()
+    ) -> LiveResult:
         """Live evidence for ``claim``'s missing entities. ``context``: the best local evidence as (title, text),
         whose sentences may name the bridge entity too (read only when the claim is looked up anyway)."""
         api = self.api
@@ -217,8 +226,14 @@ class LiveFallback:
                 break
         return self._result(run, start, k)
 
-    def bridge(self, claim: str, context: Sequence[tuple[str, str]], *, k: int = 10,
-               known: Callable[[list[str]], set[str]] | None = None) -> LiveResult:
+    def bridge(
+        self,
+        claim: str,
+        context: Sequence[tuple[str, str]],
+        *,
+        k: int = 10,
+        known: Callable[[list[str]], set[str]] | None = None,
+    ) -> LiveResult:
         """The second hop alone, for a claim whose entities are all local: the names in the sentences closest to
         the claim of the best local evidence (``context``, as (title, text)) that ``known`` does not return (the
         names the local index has), in one request; every page found is evidence. No search, no other attempt."""
@@ -230,24 +245,44 @@ class LiveFallback:
         run.score_new()
         return self._result(run, start, k)
 
-    def _result(self, run: "_Run", start: tuple[int, int, int], k: int) -> LiveResult:
+    def _result(self, run: _Run, start: tuple[int, int, int], k: int) -> LiveResult:
         api, state = self.api, run.state
         # A page the claim names is evidence about that entity even when its intro shares few words with
         # the claim, and so is a bridge page (the second hop, named by the sentence of a page that is closest to
         # the claim: "Kelly Osbourne" for "What British singer-songwriter hosted the 16th Annual Young Hollywood
         # Awards?"); anything else must pass the relevance threshold.
-        relevant = sorted((c for c in run.candidates if c.score >= self.min_relevance or c.keep),
-                          key=lambda c: (not c.names_page, -c.score, c.attempt, c.title, c.section))
+        relevant = sorted(
+            (c for c in run.candidates if c.score >= self.min_relevance or c.keep),
+            key=lambda c: (not c.names_page, -c.score, c.attempt, c.title, c.section),
+        )
         evidence = tuple(
-            Evidence(title=c.title, page_id=c.pageid, passage_id=None, section=c.section, evidence_text=c.text,
-                     source="text", score=round(c.score, 6), ranks={"live": rank}, url=c.url, rev_id=c.rev_id,
-                     origin="live", retrieved_for_entity=c.entity, fetched_at=c.fetched_at, attempt=c.attempt)
+            Evidence(
+                title=c.title,
+                page_id=c.pageid,
+                passage_id=None,
+                section=c.section,
+                evidence_text=c.text,
+                source="text",
+                score=round(c.score, 6),
+                ranks={"live": rank},
+                url=c.url,
+                rev_id=c.rev_id,
+                origin="live",
+                retrieved_for_entity=c.entity,
+                fetched_at=c.fetched_at,
+                attempt=c.attempt,
+            )
             for rank, c in enumerate(relevant[:k], start=1)
         )
         return LiveResult(
-            status=STATUS_FOUND if evidence else STATUS_FAILED, evidence=evidence, attempts=state.attempts,
-            requests=api.requests - start[0], cache_hits=api.cache_hits - start[1], state=state,
-            pages=tuple(run.live_pages()), cache_misses=api.cache_misses - start[2],
+            status=STATUS_FOUND if evidence else STATUS_FAILED,
+            evidence=evidence,
+            attempts=state.attempts,
+            requests=api.requests - start[0],
+            cache_hits=api.cache_hits - start[1],
+            state=state,
+            pages=tuple(run.live_pages()),
+            cache_misses=api.cache_misses - start[2],
         )
 
 
@@ -263,12 +298,19 @@ def _joined_parts(name: str, names: Sequence[str]) -> tuple[str, str] | None:
 class _Run:
     """One claim's retrieval: candidates, pages and state."""
 
-    def __init__(self, fb: LiveFallback, claim: str, entities: list[str], state: ClaimState, *,
-                 context: Sequence[tuple[str, str]] = ()):
+    def __init__(
+        self,
+        fb: LiveFallback,
+        claim: str,
+        entities: list[str],
+        state: ClaimState,
+        *,
+        context: Sequence[tuple[str, str]] = (),
+    ):
         self.fb, self.api, self.claim, self.entities, self.state = fb, fb.api, claim, entities, state
         self.context = context
         self.candidates: list[_Candidate] = []
-        self.pages: dict[str, dict[str, Any]] = {}   # title -> LivePage fields (sections appended)
+        self.pages: dict[str, dict[str, Any]] = {}  # title -> LivePage fields (sections appended)
         self._scored = 0
         self._section_lists: dict[str, PageSections] = {}
 
@@ -387,7 +429,9 @@ class _Run:
             else:
                 # The top hit for a name alone, titled like it, is that name's page ("Phillip Glass" -> "Philip
                 # Glass"): evidence about the entity even when its intro shares few words with the claim.
-                self._add_page(info, for_entity, keep=rank == 0 and entity is not None and same_name(entity, info.title))
+                self._add_page(
+                    info, for_entity, keep=rank == 0 and entity is not None and same_name(entity, info.title)
+                )
 
     def _bridges(self, *, known: Callable[[list[str]], set[str]] | None = None) -> None:
         """The second hop of a bridge claim: names in the sentences, closest to the claim, of the best pages so
@@ -416,8 +460,11 @@ class _Run:
         # and the local evidence, read last, must not lose its best sentence to a live page's third.
         for rank in range(BRIDGE_SENTENCES):
             for title, sentence in (c[rank] for c in closest if rank < len(c)):
-                names += [n for n in names_in(sentence)
-                          if f" {normalize_title(n)} " not in claim_key and canonical_title(n) != canonical_title(title)]
+                names += [
+                    n
+                    for n in names_in(sentence)
+                    if f" {normalize_title(n)} " not in claim_key and canonical_title(n) != canonical_title(title)
+                ]
         # A page a search already fetched is a bridge page all the same: its intro is evidence whatever its score.
         fetched = {canonical_title(n) for n in names} & self.pages.keys()
         intros: dict[str, _Candidate] = {}
@@ -457,13 +504,33 @@ class _Run:
     def _add_page(self, info: PageInfo, entity: str | None, *, keep: bool = False) -> None:
         if info.title in self.pages:
             return
-        self.pages[info.title] = dict(title=info.title, pageid=info.pageid, rev_id=info.rev_id, url=info.url,
-                                      fetched_at=info.fetched_at, intro=info.extract or "", sections=[],
-                                      is_disambiguation=info.is_disambiguation, retrieved_for_entity=entity,
-                                      attempt=self.state.attempts)
+        self.pages[info.title] = dict(  # noqa: C408 - keyword form mirrors the API's field names
+            title=info.title,
+            pageid=info.pageid,
+            rev_id=info.rev_id,
+            url=info.url,
+            fetched_at=info.fetched_at,
+            intro=info.extract or "",
+            sections=[],
+            is_disambiguation=info.is_disambiguation,
+            retrieved_for_entity=entity,
+            attempt=self.state.attempts,
+        )
         for i, piece in enumerate(chunk_text(info.extract or "")):
-            self.candidates.append(_Candidate(info.title, "", piece, entity, self.state.attempts, info.pageid,
-                                              info.rev_id, info.url, info.fetched_at, keep=keep and i == 0))
+            self.candidates.append(
+                _Candidate(
+                    info.title,
+                    "",
+                    piece,
+                    entity,
+                    self.state.attempts,
+                    info.pageid,
+                    info.rev_id,
+                    info.url,
+                    info.fetched_at,
+                    keep=keep and i == 0,
+                )
+            )
 
     def _sections(self, title: str) -> PageSections:
         """A page's section list, asked for once per claim (attempts 2 and 3 both need it)."""
@@ -479,8 +546,11 @@ class _Run:
             self._soft(exc)
             return
         claim_words = set(content_words(self.claim))
-        usable = [s for s in parsed.sections if s.heading.strip().casefold() not in SKIP_HEADINGS
-                  and f"{title}#{s.index}" not in self.state.sections]
+        usable = [
+            s
+            for s in parsed.sections
+            if s.heading.strip().casefold() not in SKIP_HEADINGS and f"{title}#{s.index}" not in self.state.sections
+        ]
         usable.sort(key=lambda s: (-len(claim_words & set(content_words(s.heading))), s.index))
         for section in usable[:SECTIONS_PER_PAGE]:
             self.state.sections.append(f"{title}#{section.index}")
@@ -494,9 +564,19 @@ class _Run:
             page["sections"].append((section.heading, text))
             rev_id = parsed.rev_id or page["rev_id"]
             for piece in chunk_text(text):
-                self.candidates.append(_Candidate(title, section.heading, piece, page["retrieved_for_entity"],
-                                                  self.state.attempts, page["pageid"], rev_id, page["url"],
-                                                  parsed.fetched_at or page["fetched_at"]))
+                self.candidates.append(
+                    _Candidate(
+                        title,
+                        section.heading,
+                        piece,
+                        page["retrieved_for_entity"],
+                        self.state.attempts,
+                        page["pageid"],
+                        rev_id,
+                        page["url"],
+                        parsed.fetched_at or page["fetched_at"],
+                    )
+                )
 
     # scoring
 
@@ -514,10 +594,12 @@ class _Run:
         return best if fit(best) > (0.0, 0.0) else None
 
     def score_new(self) -> None:
-        fresh = self.candidates[self._scored:]
+        fresh = self.candidates[self._scored :]
         if fresh:
-            scores = self.fb.scorer.score(self.claim, [f"{c.title}. {c.section}. {c.text}" if c.section
-                                                       else f"{c.title}. {c.text}" for c in fresh])
+            scores = self.fb.scorer.score(
+                self.claim,
+                [f"{c.title}. {c.section}. {c.text}" if c.section else f"{c.title}. {c.text}" for c in fresh],
+            )
             for cand, score in zip(fresh, scores):
                 cand.score = float(score)
         self._scored = len(self.candidates)
@@ -544,20 +626,32 @@ class _Run:
         return all(e in covered for e in self.entities)
 
     def live_pages(self) -> list[LivePage]:
-        return [LivePage(title=p["title"], pageid=p["pageid"], rev_id=p["rev_id"], url=p["url"],
-                         fetched_at=p["fetched_at"], intro=p["intro"], sections=tuple(p["sections"]),
-                         is_disambiguation=p["is_disambiguation"], retrieved_for_entity=p["retrieved_for_entity"],
-                         attempt=p["attempt"]) for p in self.pages.values()]
+        return [
+            LivePage(
+                title=p["title"],
+                pageid=p["pageid"],
+                rev_id=p["rev_id"],
+                url=p["url"],
+                fetched_at=p["fetched_at"],
+                intro=p["intro"],
+                sections=tuple(p["sections"]),
+                is_disambiguation=p["is_disambiguation"],
+                retrieved_for_entity=p["retrieved_for_entity"],
+                attempt=p["attempt"],
+            )
+            for p in self.pages.values()
+        ]
 
 
 def open_fallback(
+    settings: FallbackSettings | None = None,
     *,
+    http_client: httpx.Client | None = None,
     api_url: str | None = None,
     contact: str | None = None,
     cache_dir: Path | str | None = None,
     cache_mode: str | None = None,
     rate: float | None = None,
-    http_client: httpx.Client | None = None,
     timeout: float | None = None,
     replay_miss: str = "error",
     clock: Clock | None = None,
@@ -568,11 +662,35 @@ def open_fallback(
     min_relevance: float = DEFAULT_MIN_RELEVANCE,
     env: dict[str, str] | None = None,
 ) -> LiveFallback:
-    """A ready LiveFallback from CLI-style options; unset options come from ``WIKIGROUND_*`` env vars."""
-    settings = FallbackSettings.from_env(env, api_url=api_url, contact=contact, cache_dir=cache_dir,
-                                         cache_mode=cache_mode, rate=rate, timeout=timeout)
-    api = WikiApi(api_url=settings.api_url, contact=settings.contact, http_client=http_client,
-                  cache_dir=settings.cache_dir, cache_mode=settings.cache_mode, replay_miss=replay_miss,  # type: ignore[arg-type]
-                  rate=settings.rate, timeout=settings.timeout, clock=clock)
-    return LiveFallback(api, scorer=scorer, planner=planner, max_attempts=max_attempts,
-                        search_top_m=search_top_m, min_relevance=min_relevance)
+    """A ready LiveFallback from ``settings`` (default: ``WIKIGROUND_*`` env vars), the keyword options overriding."""
+    overrides = {
+        "api_url": api_url,
+        "contact": contact,
+        "cache_dir": cache_dir,
+        "cache_mode": cache_mode,
+        "rate": rate,
+        "timeout": timeout,
+    }
+    if settings is None:
+        settings = FallbackSettings.from_env(env, **overrides)
+    elif any(v is not None for v in overrides.values()):
+        settings = settings.with_(**{k: v for k, v in overrides.items() if v is not None})
+    api = WikiApi(
+        api_url=settings.api_url,
+        contact=settings.contact,
+        http_client=http_client,
+        cache_dir=settings.cache_dir,
+        cache_mode=settings.cache_mode,
+        replay_miss=replay_miss,  # type: ignore[arg-type]
+        rate=settings.rate,
+        timeout=settings.timeout,
+        clock=clock,
+    )
+    return LiveFallback(
+        api,
+        scorer=scorer,
+        planner=planner,
+        max_attempts=max_attempts,
+        search_top_m=search_top_m,
+        min_relevance=min_relevance,
+    )

@@ -5,12 +5,11 @@ An LLM planner (e.g. DSPy) only needs ``queries(claim, entities, attempt=, state
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
 
 from fallback.relevance import content_words
-
-if TYPE_CHECKING:
-    from fallback.live import ClaimState
 
 MAX_QUERY_WORDS = 8
 # CirrusSearch returns only pages that match every word, so a long query finds nothing: on the HotpotQA bench,
@@ -18,8 +17,26 @@ MAX_QUERY_WORDS = 8
 SPECIFIC_QUERY_WORDS = 3
 
 
+@dataclass
+class ClaimState:
+    """What was tried for one claim, so no request is repeated."""
+
+    claim: str
+    attempts: int = 0
+    titles: list[str] = field(default_factory=list)
+    search_terms: list[str] = field(default_factory=list)
+    suggestions: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)  # "Title#index"
+    disambiguated: dict[str, str] = field(default_factory=dict)  # entity -> chosen title
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 class QueryPlanner(Protocol):
-    def queries(self, claim: str, entities: Sequence[str], *, attempt: int, state: "ClaimState") -> list[str]: ...
+    def queries(self, claim: str, entities: Sequence[str], *, attempt: int, state: ClaimState) -> list[str]: ...
 
 
 class KeywordPlanner:
@@ -35,15 +52,20 @@ class KeywordPlanner:
     stage name Aladin and helped organizations improve their performance as a consultant?").
     """
 
-    def __init__(self, *, max_words: int = MAX_QUERY_WORDS, per_attempt: int = 3,
-                 specificity: Callable[[Sequence[str]], Sequence[float]] | None = None,
-                 specific_words: int = SPECIFIC_QUERY_WORDS):
+    def __init__(
+        self,
+        *,
+        max_words: int = MAX_QUERY_WORDS,
+        per_attempt: int = 3,
+        specificity: Callable[[Sequence[str]], Sequence[float]] | None = None,
+        specific_words: int = SPECIFIC_QUERY_WORDS,
+    ):
         self.max_words = max_words
         self.per_attempt = per_attempt
         self.specificity = specificity
         self.specific_words = specific_words
 
-    def queries(self, claim: str, entities: Sequence[str], *, attempt: int, state: "ClaimState") -> list[str]:
+    def queries(self, claim: str, entities: Sequence[str], *, attempt: int, state: ClaimState) -> list[str]:
         words = content_words(claim)
         keys = words[: self.max_words]
         out: list[str] = []

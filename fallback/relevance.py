@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from retriever.text import words
+from wikiground.text import words
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all also am an and any are as at be been before being below between both but by
 can could did do does doing down during each few for from further had has have having he her here hers him his how
 i if in into is it its itself just me more most my no nor not now of off on once only or other our out over own same
 she should so some such than that the their them then there these they this those through to too under until up
 very was we were what when where which while who whom why will with would you your yours
 is was were been has had have did does do one two first known called named
-""".split())
+""".split()
+)
 
 
 def content_words(text: str) -> list[str]:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from html.parser import HTMLParser
-from typing import Any, Iterable
+from typing import Any
 
 _LIST_KEYS_UNIQUE_BY = ("title", "*")
 

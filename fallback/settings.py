@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Literal
 
-from retriever.errors import ConfigError
+from wikiground.errors import ConfigError
 
 CacheMode = Literal["record", "replay", "off"]
 CACHE_MODES: tuple[str, ...] = ("record", "replay", "off")
 
 DEFAULT_API_URL = "https://en.wikipedia.org/w/api.php"
-DEFAULT_RATE = 1.0          # requests per second (token bucket refill)
-DEFAULT_TIMEOUT = 10.0      # seconds, per HTTP request
-DEFAULT_MAXLAG = 5          # Wikimedia's recommended value for non-interactive clients
-DEFAULT_MAX_TRIES = 5       # HTTP tries per logical request (first try included)
-DEFAULT_MAX_CONTINUE = 10   # continuation requests followed per logical call
-MIN_RETRY_WAIT = 5.0        # seconds: floor for 429 / 503 / maxlag waits
+DEFAULT_RATE = 1.0  # requests per second (token bucket refill)
+DEFAULT_TIMEOUT = 10.0  # seconds, per HTTP request
+DEFAULT_MAXLAG = 5  # Wikimedia's recommended value for non-interactive clients
+DEFAULT_MAX_TRIES = 5  # HTTP tries per logical request (first try included)
+DEFAULT_MAX_CONTINUE = 10  # continuation requests followed per logical call
+MIN_RETRY_WAIT = 5.0  # seconds: floor for 429 / 503 / maxlag waits
 DEFAULT_BACKOFF_CAP = 60.0  # seconds: exponential backoff ceiling
-DEFAULT_MAX_WAIT = 300.0    # seconds: a Retry-After longer than this gives up instead of sleeping
+DEFAULT_MAX_WAIT = 300.0  # seconds: a Retry-After longer than this gives up instead of sleeping
 
 ENV_CONTACT = "WIKIGROUND_CONTACT"
 ENV_API_URL = "WIKIGROUND_API_URL"
@@ -47,7 +48,7 @@ class FallbackSettings:
             raise ConfigError("cache mode 'replay' needs a cache directory (--cache DIR or WIKIGROUND_CACHE_DIR)")
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> "FallbackSettings":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> FallbackSettings:
         """Settings from ``WIKIGROUND_*`` variables; explicit non-None overrides win."""
         env = os.environ if env is None else env
         base: dict = {}
@@ -69,5 +70,5 @@ class FallbackSettings:
             base["cache_dir"] = Path(base["cache_dir"])
         return cls(**base)
 
-    def with_(self, **changes) -> "FallbackSettings":
+    def with_(self, **changes) -> FallbackSettings:
         return replace(self, **changes)

@@ -23,17 +23,37 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m indexer", description="Build a wikiground index folder.")
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="ingest dumps / JSONL corpora into a store and search indexes")
-    build.add_argument("--dump", action="append", required=True, metavar="PATH",
-                       help="MediaWiki XML dump (.xml/.bz2/.gz), JSONL corpus, or a folder of them; repeatable")
+    build.add_argument(
+        "--dump",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="MediaWiki XML dump (.xml/.bz2/.gz), JSONL corpus, or a folder of them; repeatable",
+    )
     build.add_argument("--out", required=True, metavar="DIR", help="index folder to create or replace")
-    build.add_argument("--indexes", default="all", metavar="LIST",
-                       help="comma list among bm25,dense,tfidf; 'all' (default) or 'none' (store alone)")
-    build.add_argument("--namespaces", type=_int_list, default=[0], metavar="LIST",
-                       help="namespace numbers to keep, e.g. 0,4 (default 0)")
-    build.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="cleaner processes (default: usable CPUs; 1 = no pool)")
-    build.add_argument("--max-page-chars", type=int, default=None, metavar="N",
-                       help="truncate wikitext longer than this (with a warning)")
+    build.add_argument(
+        "--indexes",
+        default="all",
+        metavar="LIST",
+        help="comma list among bm25,dense,tfidf; 'all' (default) or 'none' (store alone)",
+    )
+    build.add_argument(
+        "--namespaces",
+        type=_int_list,
+        default=[0],
+        metavar="LIST",
+        help="namespace numbers to keep, e.g. 0,4 (default 0)",
+    )
+    build.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="cleaner processes (default: usable CPUs; 1 = no pool)"
+    )
+    build.add_argument(
+        "--max-page-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help="truncate wikitext longer than this (with a warning)",
+    )
     build.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     build.add_argument("--verbose", action="store_true", help="debug logging and tracebacks on errors")
     return parser
@@ -45,12 +65,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
     from indexer.build import build_index, parse_index_list
-    from retriever.errors import ConfigError, WikigroundError
+    from wikiground.errors import ConfigError, WikigroundError
 
     options = {} if args.max_page_chars is None else {"max_page_chars": args.max_page_chars}
     try:
-        manifest = build_index(args.dump, args.out, indexes=parse_index_list(args.indexes),
-                               namespaces=args.namespaces, workers=args.workers, progress=not args.quiet, **options)
+        manifest = build_index(
+            args.dump,
+            args.out,
+            indexes=parse_index_list(args.indexes),
+            namespaces=args.namespaces,
+            workers=args.workers,
+            progress=not args.quiet,
+            **options,
+        )
     except KeyboardInterrupt:
         print("interrupted; the partial build was removed", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -62,9 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = manifest["counts"]
     if not args.quiet:
         formats = ", ".join(sorted({i["format"] for i in manifest["inputs"]}))
-        print(f"{args.out}: {counts['pages']:,} pages, {counts['redirects']:,} redirects, "
-              f"{counts['passages']:,} passages, {counts['sentences']:,} sentences ({formats}); "
-              f"indexes: {', '.join(manifest['indexes']) or 'none'}; {manifest['build']['seconds']:.1f}s")
+        print(
+            f"{args.out}: {counts['pages']:,} pages, {counts['redirects']:,} redirects, "
+            f"{counts['passages']:,} passages, {counts['sentences']:,} sentences ({formats}); "
+            f"indexes: {', '.join(manifest['indexes']) or 'none'}; {manifest['build']['seconds']:.1f}s"
+        )
     return 0
 
 

@@ -10,47 +10,59 @@ temp folder next to ``out`` that replaces ``out`` only when complete.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import logging
 import multiprocessing
-import os
 import shutil
 import tempfile
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from indexer.manifest import MANIFEST_NAME, STORE_NAME, write_manifest
+import backends
+from indexer.manifest import write_manifest
 from indexer.readers import GroupDecompressor, InputReader, RawPage, XmlChunk, decompress_group, expand_inputs
 from indexer.store_writer import (
-    DEFAULT_MAX_PAGE_CHARS, DEFAULT_PASSAGE_WORDS, RowBatch, StoreWriter, process_batch, process_xml_chunk,
+    DEFAULT_MAX_PAGE_CHARS,
+    DEFAULT_PASSAGE_WORDS,
+    RowBatch,
+    StoreWriter,
+    process_batch,
+    process_xml_chunk,
+    usable_cpus,
 )
-from retriever.errors import BuildError, ConfigError, InputError, WikigroundError
+from wikiground import __version__
+from wikiground.errors import BuildError, ConfigError, InputError, WikigroundError
+from wikiground.layout import BUILT_CHANNELS, MANIFEST_FILE, STORE_FILE, swap_folder
 
 logger = logging.getLogger(__name__)
 
-ALL_INDEXES = ("bm25", "dense", "tfidf")
 BATCH_PAGES = 64
-WARM_POOL_BYTES = 4 << 20   # inputs at least this large start the worker pool before the first task
+WARM_POOL_BYTES = 4 << 20  # inputs at least this large start the worker pool before the first task
 INFLIGHT_PER_WORKER = 4  # tasks queued per worker: keeps workers busy, memory bounded
 DECOMPRESS_AHEAD_PER_WORKER = 2  # multistream bz2 stream groups decompressed ahead per worker
 # Imported once in the fork server, inherited by every worker. pandas: pyarrow imports it on the first
 # pa.array call (to recognise pandas inputs), ~0.2 CPU-s that each worker would otherwise pay.
-_WORKER_PRELOAD = ["indexer.store_writer", "indexer.readers", "indexer.wikitext", "indexer.chunking",
-                   "mwxml", "pyarrow", "pandas"]
+_WORKER_PRELOAD = [
+    "indexer.store_writer",
+    "indexer.readers",
+    "indexer.wikitext",
+    "indexer.chunking",
+    "mwxml",
+    "pyarrow",
+    "pandas",
+]
 
 
 def build_index(
     inputs: Sequence[str | Path] | str | Path,
     out: str | Path,
     *,
-    indexes: Sequence[str] = ALL_INDEXES,
+    indexes: Sequence[str] = BUILT_CHANNELS,
     namespaces: Sequence[int] = (0,),
     workers: int | None = None,
     progress: bool = False,
@@ -66,14 +78,15 @@ def build_index(
     if getattr(multiprocessing.current_process(), "_inheriting", False):
         # A worker process is importing the caller's main module, which calls build_index at its top level:
         # stop here, before any folder is made (the caller's own build reports the dead worker).
-        raise ConfigError("build_index called while a worker process starts: call it under "
-                          '`if __name__ == "__main__":`')
+        raise ConfigError(
+            'build_index called while a worker process starts: call it under `if __name__ == "__main__":`'
+        )
     started = time.time()
     indexes = _check_indexes(indexes)
     namespaces = sorted({int(n) for n in namespaces})
     if not namespaces:
         raise ConfigError("namespaces: give at least one namespace number")
-    workers = _usable_cpus() if workers is None else int(workers)
+    workers = usable_cpus() if workers is None else int(workers)
     if max_page_chars < 1 or passage_words < 1:
         raise ConfigError("max_page_chars and passage_words must be positive")
     index_options = {name: dict(opts) for name, opts in (index_options or {}).items()}
@@ -84,8 +97,15 @@ def build_index(
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        ingest = _ingest(paths, tmp / STORE_NAME, namespaces=namespaces, workers=workers, progress=progress,
-                         max_page_chars=max_page_chars, passage_words=passage_words)
+        ingest = _ingest(
+            paths,
+            tmp / STORE_FILE,
+            namespaces=namespaces,
+            workers=workers,
+            progress=progress,
+            max_page_chars=max_page_chars,
+            passage_words=passage_words,
+        )
         ingest_seconds = time.time() - started
         built: dict[str, Any] = {}
         for name in indexes:
@@ -102,25 +122,30 @@ def build_index(
         manifest = {
             "schema_version": _schema_version(),
             "tool": "wikiground",
-            "tool_version": _tool_version(),
-            "store": STORE_NAME,
+            "tool_version": __version__,
+            "store": STORE_FILE,
             "inputs": [r.stats.to_dict() for r in readers],
             "siteinfo": sites[0] if sites else {},
             "newest_rev_timestamp": max(stamps) if stamps else None,
             **ingest,
             "parameters": {
-                "indexes": list(indexes), "namespaces": namespaces, "workers": workers,
-                "max_page_chars": max_page_chars, "passage_words": passage_words,
+                "indexes": list(indexes),
+                "namespaces": namespaces,
+                "workers": workers,
+                "max_page_chars": max_page_chars,
+                "passage_words": passage_words,
                 "index_options": _jsonable(index_options),
             },
             "build": {
-                "started": _iso(started), "finished": _iso(finished),
-                "seconds": round(finished - started, 3), "ingest_seconds": round(ingest_seconds, 3),
+                "started": _iso(started),
+                "finished": _iso(finished),
+                "seconds": round(finished - started, 3),
+                "ingest_seconds": round(ingest_seconds, 3),
             },
             "indexes": built,
         }
         write_manifest(tmp, manifest)
-        _swap_into_place(tmp, out)
+        swap_folder(tmp, out)
         if "dense" in indexes and "shards_dir" not in index_options.get("dense", {}):
             shutil.rmtree(_dense_shards_dir(out), ignore_errors=True)
     except BaseException as exc:
@@ -129,20 +154,41 @@ def build_index(
             raise
         raise BuildError(f"building {out} failed: {type(exc).__name__}: {exc}{_hint(exc)}") from exc
     counts = manifest["counts"]
-    logger.info("built %s: %d pages, %d redirects, %d passages in %.1fs", out, counts["pages"],
-                counts["redirects"], counts["passages"], finished - started)
+    logger.info(
+        "built %s: %d pages, %d redirects, %d passages in %.1fs",
+        out,
+        counts["pages"],
+        counts["redirects"],
+        counts["passages"],
+        finished - started,
+    )
     return manifest
 
 
-def _ingest(paths: list[Path], db_path: Path, *, namespaces: list[int], workers: int, progress: bool,
-            max_page_chars: int, passage_words: int) -> dict[str, Any]:
+def _ingest(
+    paths: list[Path],
+    db_path: Path,
+    *,
+    namespaces: list[int],
+    workers: int,
+    progress: bool,
+    max_page_chars: int,
+    passage_words: int,
+) -> dict[str, Any]:
     """Read every input into the store; returns the writer's counts plus the readers (for their stats)."""
     from tqdm import tqdm
 
     readers: list[InputReader] = []
     total_bytes = sum(p.stat().st_size for p in paths if p.is_file())
-    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="ingest", disable=not progress,
-               dynamic_ncols=True, smoothing=0.1)
+    bar = tqdm(
+        total=total_bytes,
+        unit="B",
+        unit_scale=True,
+        desc="ingest",
+        disable=not progress,
+        dynamic_ncols=True,
+        smoothing=0.1,
+    )
     writer = StoreWriter(db_path)
     pool = _LazyPool(workers)
     if workers > 1 and total_bytes >= WARM_POOL_BYTES:
@@ -151,8 +197,7 @@ def _ingest(paths: list[Path], db_path: Path, *, namespaces: list[int], workers:
         work = _work(paths, namespaces, readers, decompress=_pool_decompressor(pool) if workers > 1 else None)
         done = 0
         start = time.time()
-        for reader, batch in _processed(work, pool=pool, max_page_chars=max_page_chars,
-                                        passage_words=passage_words):
+        for reader, batch in _processed(work, pool=pool, max_page_chars=max_page_chars, passage_words=passage_words):
             if batch.read is not None:
                 reader.add_chunk_stats(batch.read)
             writer.add_batch(batch)
@@ -160,8 +205,9 @@ def _ingest(paths: list[Path], db_path: Path, *, namespaces: list[int], workers:
             if progress:
                 read = sum(r.bytes_read for r in readers)
                 bar.update(read - bar.n)
-                bar.set_postfix_str(f"{done:,} pages, {done / max(time.time() - start, 1e-9):,.0f} pages/s",
-                                    refresh=False)
+                bar.set_postfix_str(
+                    f"{done:,} pages, {done / max(time.time() - start, 1e-9):,.0f} pages/s", refresh=False
+                )
         bar.update(total_bytes - bar.n)
         result = writer.finish()
     except BaseException:
@@ -171,8 +217,7 @@ def _ingest(paths: list[Path], db_path: Path, *, namespaces: list[int], workers:
         pool.close()
         bar.close()
     if result["counts"]["pages"] == 0 and result["counts"]["redirects"] == 0:
-        raise InputError(f"no pages found in namespace(s) {namespaces}",
-                         path=", ".join(str(p) for p in paths))
+        raise InputError(f"no pages found in namespace(s) {namespaces}", path=", ".join(str(p) for p in paths))
     result["readers"] = readers
     return result
 
@@ -180,8 +225,9 @@ def _ingest(paths: list[Path], db_path: Path, *, namespaces: list[int], workers:
 _Task = tuple[InputReader, Callable[..., RowBatch], tuple]
 
 
-def _work(paths: list[Path], namespaces: list[int], readers: list[InputReader], *,
-          decompress: GroupDecompressor | None) -> Iterator[_Task]:
+def _work(
+    paths: list[Path], namespaces: list[int], readers: list[InputReader], *, decompress: GroupDecompressor | None
+) -> Iterator[_Task]:
     """Worker tasks in input order: XML chunks as they are cut, other pages in batches of BATCH_PAGES."""
     next_id = 1  # synthetic ids of JSONL pages run on across inputs
     for path in paths:
@@ -204,8 +250,9 @@ def _work(paths: list[Path], namespaces: list[int], readers: list[InputReader], 
         next_id = reader.next_page_id
 
 
-def _processed(work: Iterator[_Task], *, pool: _LazyPool, max_page_chars: int,
-               passage_words: int) -> Iterator[tuple[InputReader, RowBatch]]:
+def _processed(
+    work: Iterator[_Task], *, pool: _LazyPool, max_page_chars: int, passage_words: int
+) -> Iterator[tuple[InputReader, RowBatch]]:
     """Row batches in input order; the pool does the parsing and cleaning once there is more than one task."""
     first = next(work, None)
     if first is None:
@@ -229,6 +276,7 @@ def _processed(work: Iterator[_Task], *, pool: _LazyPool, max_page_chars: int,
 
 def _pool_decompressor(pool: _LazyPool) -> GroupDecompressor:
     """Multistream bz2: stream groups decompressed by the pool, read ahead a little, returned in order."""
+
     def decompress(groups: Iterator[tuple[int, bytes]], path: str, size: int) -> Iterator[bytes]:
         pending: deque = deque()
         for offset, data in groups:
@@ -256,6 +304,7 @@ class _LazyPool:
 
     def start(self) -> None:
         """Start the fork server and the workers in the background (~0.3 s), while the first pages are read."""
+
         def spawn() -> None:
             try:
                 for _ in range(self.workers):
@@ -293,8 +342,10 @@ def _hint(exc: BaseException) -> str:
     if isinstance(exc, BrokenProcessPool):
         # The usual cause: worker processes start by importing the caller's main module, and a script that
         # calls build_index at its top level then calls it again in every worker.
-        return (" (a worker process died; a script that calls build_index must do so under "
-                "`if __name__ == \"__main__\":`, since worker processes import the main module, or pass workers=1)")
+        return (
+            " (a worker process died; a script that calls build_index must do so under "
+            '`if __name__ == "__main__":`, since worker processes import the main module, or pass workers=1)'
+        )
     return ""
 
 
@@ -303,16 +354,12 @@ def _dense_shards_dir(out: Path) -> Path:
 
 
 def _build_one(name: str, tmp: Path, *, progress: bool, options: Mapping[str, Any]) -> dict[str, Any]:
-    try:
-        module = importlib.import_module(f"retriever.backends.{name}")
-    except ImportError as exc:
-        raise BuildError(f"index {name!r}: backend module retriever.backends.{name} not available ({exc})") from exc
     out_dir = tmp / name
     out_dir.mkdir(exist_ok=True)
     started = time.time()
     logger.info("building %s index", name)
     try:
-        info = module.build(tmp / STORE_NAME, out_dir, progress=progress, **options)
+        info = backends.build(name, tmp / STORE_FILE, out_dir, progress=progress, options=options)
     except WikigroundError:
         raise
     except Exception as exc:
@@ -325,9 +372,9 @@ def _build_one(name: str, tmp: Path, *, progress: bool, options: Mapping[str, An
 def _check_indexes(indexes: Sequence[str] | str) -> tuple[str, ...]:
     if isinstance(indexes, str):
         indexes = parse_index_list(indexes)
-    unknown = [name for name in indexes if name not in ALL_INDEXES]
+    unknown = [name for name in indexes if name not in BUILT_CHANNELS]
     if unknown:
-        raise ConfigError(f"unknown index {', '.join(unknown)}: choose among {', '.join(ALL_INDEXES)}, all or none")
+        raise ConfigError(f"unknown index {', '.join(unknown)}: choose among {', '.join(BUILT_CHANNELS)}, all or none")
     return tuple(dict.fromkeys(indexes))
 
 
@@ -337,38 +384,16 @@ def parse_index_list(text: str) -> tuple[str, ...]:
     if text in ("", "none"):
         return ()
     if text == "all":
-        return ALL_INDEXES
+        return BUILT_CHANNELS
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_NAME).is_file():
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file():
         # Guard against `--out ~`: only an earlier index folder may be replaced.
-        raise ConfigError(f"{out}: folder is not empty and holds no {MANIFEST_NAME}; refusing to replace it")
-
-
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
-        os.rename(out, old)
-    try:
-        os.rename(tmp, out)
-    except BaseException:
-        if old is not None:
-            os.rename(old, out)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+        raise ConfigError(f"{out}: folder is not empty and holds no {MANIFEST_FILE}; refusing to replace it")
 
 
 def _schema_version() -> int:
@@ -377,14 +402,8 @@ def _schema_version() -> int:
     return SCHEMA_VERSION
 
 
-def _tool_version() -> str:
-    import retriever
-
-    return retriever.__version__
-
-
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")
 
 
 def _jsonable(value: Any) -> Any:

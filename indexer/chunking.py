@@ -9,16 +9,111 @@ from indexer.parsed import ParsedChunk, ParsedPage
 DEFAULT_TARGET_WORDS = 100
 
 # Words that end with a period without ending the sentence (compared casefolded, no period).
-ABBREVIATIONS: frozenset[str] = frozenset({
-    "mr", "mrs", "ms", "dr", "prof", "rev", "fr", "st", "sr", "jr", "mt", "ft", "gen", "col",
-    "lt", "sgt", "capt", "cmdr", "adm", "gov", "sen", "rep", "pres", "hon", "messrs", "mme",
-    "vs", "etc", "cf", "ca", "c", "approx", "fl", "b", "d", "r", "no", "nos", "vol", "vols",
-    "pp", "p", "ed", "eds", "fig", "figs", "al", "inc", "ltd", "co", "corp", "bros", "dept",
-    "univ", "assn", "est", "op", "cit", "ibid", "viz", "jan", "feb", "mar", "apr", "jun",
-    "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "wed", "thu", "fri",
-    "sat", "sun", "ave", "blvd", "rd", "hwy", "mi", "km", "lb", "lbs", "oz", "in", "sq", "cu",
-    "no", "ph", "ms", "a.m", "p.m", "e.g", "i.e", "u.s", "u.k", "u.n", "a.d", "b.c",
-})
+ABBREVIATIONS: frozenset[str] = frozenset(
+    {
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "rev",
+        "fr",
+        "st",
+        "sr",
+        "jr",
+        "mt",
+        "ft",
+        "gen",
+        "col",
+        "lt",
+        "sgt",
+        "capt",
+        "cmdr",
+        "adm",
+        "gov",
+        "sen",
+        "rep",
+        "pres",
+        "hon",
+        "messrs",
+        "mme",
+        "vs",
+        "etc",
+        "cf",
+        "ca",
+        "c",
+        "approx",
+        "fl",
+        "b",
+        "d",
+        "r",
+        "no",
+        "nos",
+        "vol",
+        "vols",
+        "pp",
+        "p",
+        "ed",
+        "eds",
+        "fig",
+        "figs",
+        "al",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "bros",
+        "dept",
+        "univ",
+        "assn",
+        "est",
+        "op",
+        "cit",
+        "ibid",
+        "viz",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "mon",
+        "tue",
+        "wed",
+        "thu",
+        "fri",
+        "sat",
+        "sun",
+        "ave",
+        "blvd",
+        "rd",
+        "hwy",
+        "mi",
+        "km",
+        "lb",
+        "lbs",
+        "oz",
+        "in",
+        "sq",
+        "cu",
+        "ph",
+        "a.m",
+        "p.m",
+        "e.g",
+        "i.e",
+        "u.s",
+        "u.k",
+        "u.n",
+        "a.d",
+        "b.c",
+    }
+)
 
 # A sentence ends at a newline, or at terminal punctuation (with closing quotes/brackets) followed by
 # whitespace on the same line: one regex pass over a whole section finds both kinds of cut. Written
@@ -37,8 +132,7 @@ _WORDS = re.compile(r"\S+")
 # explicitly, which scans twice as fast as the equivalent [^\S \n].
 _ODD_SPACE = re.compile(r"[\t\r\x0b\x0c\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
 # Infobox fields that hold layout or file names, not facts.
-_LAYOUT_KEY = re.compile(r"(?:size|width|alt|upright|style|colou?r)$|^(?:embedded|module)",
-                         re.IGNORECASE)
+_LAYOUT_KEY = re.compile(r"(?:size|width|alt|upright|style|colou?r)$|^(?:embedded|module)", re.IGNORECASE)
 _IMAGE_VALUE = re.compile(r"\.(?:jpe?g|png|svg|gif|tiff?|webp)$", re.IGNORECASE)
 _STARTS_LOWER = re.compile(r"\s+[\"'(\[\u201c\u2018]*[a-z]")
 # No abbreviation is this long: a period after this many letters ends a sentence (unless the next
@@ -52,7 +146,7 @@ def _is_false_stop(text: str, dot: int, end: int) -> bool:
         return False
     # Most sentences go on with a capital or a digit, which _STARTS_LOWER cannot match after the one
     # whitespace character at ``end`` (the cut's lookahead): checked first, without the regex.
-    after = text[end + 1:end + 2]
+    after = text[end + 1 : end + 2]
     if not (after.isupper() or after.isdigit()) and _STARTS_LOWER.match(text, end):
         return True  # "approx. three", "et al. found": a lower-case continuation
     # Fast path: a word of letters longer than any abbreviation (and not dotted initials).
@@ -61,8 +155,8 @@ def _is_false_stop(text: str, dot: int, end: int) -> bool:
         return False
     # The token right before the period, up to 20 characters back: usually letters or digits after a
     # space (taken without the regex, which retries at every offset of the window).
-    window = text[max(0, dot - 20):dot]
-    word = window[window.rfind(" ") + 1:]
+    window = text[max(0, dot - 20) : dot]
+    word = window[window.rfind(" ") + 1 :]
     if word and not word.isalnum():
         word = _WORD_BEFORE.search(window).group()
     if not word:
@@ -132,8 +226,7 @@ _span = re.Match.span
 def _word_spans(text: str, start: int, end: int, size: int) -> list[tuple[int, int]]:
     """Cut one over-long sentence into pieces of ``size`` words (offsets into ``text``)."""
     words = [(m.start(), m.end()) for m in _WORDS.finditer(text, start, end)]
-    return [(words[i][0], words[min(i + size, len(words)) - 1][1])
-            for i in range(0, len(words), size)]
+    return [(words[i][0], words[min(i + size, len(words)) - 1][1]) for i in range(0, len(words), size)]
 
 
 def _word_counts(text: str, spans: list[tuple[int, int]], *, one_line: bool) -> list[int]:
@@ -152,14 +245,23 @@ def _word_counts(text: str, spans: list[tuple[int, int]], *, one_line: bool) -> 
 def _no_odd_space(text: str) -> bool:
     """Whether ``text`` has no whitespace but spaces and newlines."""
     if text.isascii():  # O(1); then eight one-character scans beat isprintable()'s per-character lookups
-        return not ("\t" in text or "\r" in text or "\x0b" in text or "\x0c" in text
-                    or "\x1c" in text or "\x1d" in text or "\x1e" in text or "\x1f" in text)
+        return not (
+            "\t" in text
+            or "\r" in text
+            or "\x0b" in text
+            or "\x0c" in text
+            or "\x1c" in text
+            or "\x1d" in text
+            or "\x1e" in text
+            or "\x1f" in text
+        )
     # Every odd space is unprintable: a printable text (newlines aside) skips the regex scan.
     return text.replace("\n", " ").isprintable() or _ODD_SPACE.search(text) is None
 
 
-def _group(text: str, spans: list[tuple[int, int]], *, target_words: int,
-           section_index: int, source: str, one_line: bool) -> list[ParsedChunk]:
+def _group(
+    text: str, spans: list[tuple[int, int]], *, target_words: int, section_index: int, source: str, one_line: bool
+) -> list[ParsedChunk]:
     """Greedy grouping of consecutive sentence spans into chunks of about ``target_words``.
 
     ``one_line``: no span holds a newline (true of :func:`split_sentences` spans).
@@ -206,13 +308,20 @@ def _group(text: str, spans: list[tuple[int, int]], *, target_words: int,
     chunks: list[ParsedChunk] = []
     for a, b in groups:
         base = spans[a][0]
-        chunks.append(ParsedChunk(section_index, text[base:spans[b - 1][1]],
-                                  tuple([(s - base, e - base) for s, e in spans[a:b]]), source))
+        chunks.append(
+            ParsedChunk(
+                section_index,
+                text[base : spans[b - 1][1]],
+                tuple([(s - base, e - base) for s, e in spans[a:b]]),
+                source,
+            )
+        )
     return chunks
 
 
-def chunk_section(text: str, *, section_index: int, target_words: int = DEFAULT_TARGET_WORDS,
-                  source: str = "text") -> list[ParsedChunk]:
+def chunk_section(
+    text: str, *, section_index: int, target_words: int = DEFAULT_TARGET_WORDS, source: str = "text"
+) -> list[ParsedChunk]:
     """Chunks of about ``target_words`` words made of whole sentences of one section's text.
 
     A sentence is split (at word boundaries) only when it alone exceeds twice the target.
@@ -221,12 +330,19 @@ def chunk_section(text: str, *, section_index: int, target_words: int = DEFAULT_
         raise ValueError(f"target_words must be >= 1, got {target_words}")
     if not text.strip():
         return []
-    return _group(text, split_sentences(text), target_words=target_words,
-                  section_index=section_index, source=source, one_line=True)
+    return _group(
+        text,
+        split_sentences(text),
+        target_words=target_words,
+        section_index=section_index,
+        source=source,
+        one_line=True,
+    )
 
 
-def _line_chunks(lines: list[str], *, sep: str, target_words: int, source: str,
-                 section_index: int = 0) -> list[ParsedChunk]:
+def _line_chunks(
+    lines: list[str], *, sep: str, target_words: int, source: str, section_index: int = 0
+) -> list[ParsedChunk]:
     """Chunks whose sentences are whole ``lines`` (infobox pairs, table rows) joined by ``sep``."""
     lines = [stripped for stripped in (line.strip() for line in lines) if stripped]
     text = sep.join(lines)
@@ -238,8 +354,14 @@ def _line_chunks(lines: list[str], *, sep: str, target_words: int, source: str,
     spans = [(s, e) for s, e in spans if e > s]
     if not spans:
         return []
-    return _group(text, spans, target_words=target_words, section_index=section_index,
-                  source=source, one_line=not any("\n" in line for line in lines))
+    return _group(
+        text,
+        spans,
+        target_words=target_words,
+        section_index=section_index,
+        source=source,
+        one_line=not any("\n" in line for line in lines),
+    )
 
 
 def chunk_page(page: ParsedPage, *, target_words: int = DEFAULT_TARGET_WORDS) -> list[ParsedChunk]:
@@ -250,13 +372,14 @@ def chunk_page(page: ParsedPage, *, target_words: int = DEFAULT_TARGET_WORDS) ->
     """
     chunks: list[ParsedChunk] = []
     for section in page.sections:
-        chunks.extend(chunk_section(section.text, section_index=section.index,
-                                    target_words=target_words))
+        chunks.extend(chunk_section(section.text, section_index=section.index, target_words=target_words))
     for _box_type, pairs in page.infoboxes:
-        lines = [f"{key.replace('_', ' ')}: {value}" for key, value in pairs
-                 if value and not _LAYOUT_KEY.search(key) and not _IMAGE_VALUE.search(value)]
+        lines = [
+            f"{key.replace('_', ' ')}: {value}"
+            for key, value in pairs
+            if value and not _LAYOUT_KEY.search(key) and not _IMAGE_VALUE.search(value)
+        ]
         chunks.extend(_line_chunks(lines, sep="; ", target_words=target_words, source="info"))
     for rows in page.tables:
-        chunks.extend(_line_chunks([r for r in rows if r.strip()], sep="\n",
-                                   target_words=target_words, source="table"))
+        chunks.extend(_line_chunks([r for r in rows if r.strip()], sep="\n", target_words=target_words, source="table"))
     return chunks

@@ -3,40 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from retriever.errors import IndexCorruptError, IndexMissingError
-
-MANIFEST_NAME = "manifest.json"
-STORE_NAME = "wiki.duckdb"
-
-
-def write_json_atomic(path: str | Path, data: Any) -> None:
-    """Write JSON to ``path`` through a temp file in the same folder and ``os.replace``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False, sort_keys=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+from wikiground.errors import IndexCorruptError, IndexMissingError
+from wikiground.layout import MANIFEST_FILE, atomic_write_json
 
 
 def write_manifest(index_dir: str | Path, manifest: dict[str, Any]) -> Path:
-    path = Path(index_dir) / MANIFEST_NAME
-    write_json_atomic(path, manifest)
+    path = Path(index_dir) / MANIFEST_FILE
+    atomic_write_json(path, manifest)
     return path
 
 
 def read_manifest(index_dir: str | Path) -> dict[str, Any]:
     """The manifest of an index folder; clear errors when it is missing or unreadable."""
-    path = Path(index_dir) / MANIFEST_NAME
+    path = Path(index_dir) / MANIFEST_FILE
     if not path.is_file():
         raise IndexMissingError(f"{path}: no manifest (not an index folder; build one with `python -m indexer build`)")
     try:

@@ -1,7 +1,7 @@
 """Streaming readers: MediaWiki XML dumps (via mwxml) and JSON-lines corpora, as :class:`RawPage` records.
 
 Compression is detected from magic bytes (bz2 incl. multistream, gzip, plain), the format from the
-first bytes / first record. Every read error becomes an :class:`~retriever.errors.InputError` naming
+first bytes / first record. Every read error becomes an :class:`~wikiground.errors.InputError` naming
 the file and the place (compressed byte offset, line, last good page).
 """
 
@@ -20,18 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from retriever.errors import InputError
+from wikiground.errors import InputError
 
 logger = logging.getLogger(__name__)
 
 # Suffixes picked up when a folder is given as input.
 INPUT_SUFFIXES = (".xml", ".bz2", ".gz", ".jsonl", ".ndjson", ".json")
 SNIFF_BYTES = 1 << 16
-CHUNK_BYTES = 1 << 21            # XML bytes per worker task: whole pages, ~100 enwiki articles
-READ_BYTES = 1 << 20             # decompressed bytes per read
-STREAM_GROUP_BYTES = 1 << 20     # compressed bytes of whole bz2 streams per decompression task
-MULTISTREAM_PROBE = 1 << 22      # a second bz2 stream must start within this many bytes to count as multistream
-HEADER_LIMIT = 1 << 24           # bytes searched for the first <page> before falling back to in-process parsing
+CHUNK_BYTES = 1 << 21  # XML bytes per worker task: whole pages, ~100 enwiki articles
+READ_BYTES = 1 << 20  # decompressed bytes per read
+STREAM_GROUP_BYTES = 1 << 20  # compressed bytes of whole bz2 streams per decompression task
+MULTISTREAM_PROBE = 1 << 22  # a second bz2 stream must start within this many bytes to count as multistream
+HEADER_LIMIT = 1 << 24  # bytes searched for the first <page> before falling back to in-process parsing
 _BZ2_STREAM_START = re.compile(rb"BZh[1-9]1AY&SY")  # stream header followed by the first block's magic
 _PAGE_END = b"</page>"
 XML_FORMAT = "mediawiki-xml"
@@ -55,11 +55,11 @@ class RawPage:
     text: str = ""
     rev_id: int | None = None
     rev_timestamp: str | None = None
-    redirect: str | None = None                               # <redirect title="..."> of the dump
-    sections: tuple[tuple[str, str], ...] = ()                # kind 'text': (heading, text); "" = lead
-    sentences: tuple[tuple[int, str], ...] = ()               # kind 'sentences': (page_sentence_index, text)
+    redirect: str | None = None  # <redirect title="..."> of the dump
+    sections: tuple[tuple[str, str], ...] = ()  # kind 'text': (heading, text); "" = lead
+    sentences: tuple[tuple[int, str], ...] = ()  # kind 'sentences': (page_sentence_index, text)
     source_file: str = ""
-    base_url: str | None = None                               # siteinfo <base>, for pages.url
+    base_url: str | None = None  # siteinfo <base>, for pages.url
 
 
 @dataclass(slots=True)
@@ -98,9 +98,9 @@ class XmlChunk:
     """
 
     path: str
-    header: bytes                  # <mediawiki ...><siteinfo>...</siteinfo> and whitespace up to the first <page
+    header: bytes  # <mediawiki ...><siteinfo>...</siteinfo> and whitespace up to the first <page
     data: bytes
-    final: bool                    # the last chunk holds the document's end (</mediawiki>)
+    final: bool  # the last chunk holds the document's end (</mediawiki>)
     first_line: int
     first_column: int
     after: str
@@ -252,16 +252,17 @@ class _BlockReader(io.RawIOBase):
         return n
 
 
-def _bz2_stream_groups(probe: bytes, rest: BinaryIO, *,
-                       group_bytes: int = STREAM_GROUP_BYTES) -> Iterator[tuple[int, bytes]]:
+def _bz2_stream_groups(
+    probe: bytes, rest: BinaryIO, *, group_bytes: int = STREAM_GROUP_BYTES
+) -> Iterator[tuple[int, bytes]]:
     """Whole bz2 streams of a multistream file, grouped to about ``group_bytes``: ``(offset, bytes)``.
 
     A stream starts at ``BZh<level>`` followed by the block magic; a false match inside compressed
     data (odds about 2**-80 per byte) would only make that group fail to decompress.
     """
     buf = bytearray(probe)
-    offset = 0                # file offset of buf[0]
-    scanned = group_bytes     # no stream start in buf[group_bytes:scanned]
+    offset = 0  # file offset of buf[0]
+    scanned = group_bytes  # no stream start in buf[group_bytes:scanned]
     while True:
         match = _BZ2_STREAM_START.search(buf, scanned)
         if match is not None:
@@ -294,11 +295,15 @@ def decompress_group(path: str, offset: int, data: bytes, size: int) -> bytes:
         try:
             out.append(decompressor.decompress(rest))
         except OSError as exc:
-            raise InputError(f"corrupt compressed data ({exc})", path=path,
-                             where=f"bz2 stream at byte {at} of {size} (compressed)") from exc
+            raise InputError(
+                f"corrupt compressed data ({exc})", path=path, where=f"bz2 stream at byte {at} of {size} (compressed)"
+            ) from exc
         if not decompressor.eof:
-            raise InputError("truncated compressed file (bz2 stream ends early)", path=path,
-                             where=f"bz2 stream at byte {at} of {size} (compressed)")
+            raise InputError(
+                "truncated compressed file (bz2 stream ends early)",
+                path=path,
+                where=f"bz2 stream at byte {at} of {size} (compressed)",
+            )
         rest = decompressor.unused_data
     return b"".join(out)
 
@@ -315,12 +320,13 @@ def _last_page_label(data: bytes) -> str | None:
     id_end = data.find(b"</id>", id_at)
     if end < 0 or id_at < 0 or id_end < 0:
         return None
-    title = unescape(data[at + 7: end].decode("utf-8", "replace"), {"&quot;": '"', "&apos;": "'"})
-    return f"after page {title!r} (id {data[id_at + 4: id_end].decode('ascii', 'replace').strip()})"
+    title = unescape(data[at + 7 : end].decode("utf-8", "replace"), {"&quot;": '"', "&apos;": "'"})
+    return f"after page {title!r} (id {data[id_at + 4 : id_end].decode('ascii', 'replace').strip()})"
 
 
-def _dump_pages(dump: Any, *, namespaces: Any, path: str, base_url: str | None,
-                counts: Any) -> Iterator[tuple[str, RawPage | None]]:
+def _dump_pages(
+    dump: Any, *, namespaces: Any, path: str, base_url: str | None, counts: Any
+) -> Iterator[tuple[str, RawPage | None]]:
     """mwxml pages as RawPages (None outside ``namespaces``), each with the "after page ..." place for errors.
 
     Updates ``counts`` (pages_read, pages_kept, newest_rev_timestamp): the worker's ChunkPages or the
@@ -328,7 +334,7 @@ def _dump_pages(dump: Any, *, namespaces: Any, path: str, base_url: str | None,
     """
     for page in dump.pages:
         revision = None
-        for revision in page:  # pages-articles has one revision; keep the last
+        for revision in page:  # noqa: B007 - pages-articles has one revision; keep the last
             pass
         counts.pages_read += 1
         last = f"after page {page.title!r} (id {page.id})"
@@ -341,17 +347,20 @@ def _dump_pages(dump: Any, *, namespaces: Any, path: str, base_url: str | None,
         if page.id is None:
             raise InputError("page without <id>", path=path, where=f"page {page.title!r}")
         counts.pages_kept += 1
-        yield last, RawPage(
-            page_id=page.id,
-            title=page.title,
-            namespace=page.namespace,
-            kind="wikitext",
-            text=(revision.text or "") if revision is not None else "",
-            rev_id=revision.id if revision is not None else None,
-            rev_timestamp=timestamp,
-            redirect=page.redirect,
-            source_file=Path(path).name,
-            base_url=base_url,
+        yield (
+            last,
+            RawPage(
+                page_id=page.id,
+                title=page.title,
+                namespace=page.namespace,
+                kind="wikitext",
+                text=(revision.text or "") if revision is not None else "",
+                rev_id=revision.id if revision is not None else None,
+                rev_timestamp=timestamp,
+                redirect=page.redirect,
+                source_file=Path(path).name,
+                base_url=base_url,
+            ),
         )
 
 
@@ -365,8 +374,9 @@ def parse_xml_chunk(chunk: XmlChunk) -> ChunkPages:
     last = chunk.after
     try:
         dump = mwxml.Dump.from_file(io.BytesIO(document))
-        for last, raw in _dump_pages(dump, namespaces=chunk.namespaces, path=chunk.path, base_url=chunk.base_url,
-                                     counts=result):
+        for last, raw in _dump_pages(  # noqa: B007 - `last` is read after the loop
+            dump, namespaces=chunk.namespaces, path=chunk.path, base_url=chunk.base_url, counts=result
+        ):
             if raw is not None:
                 result.pages.append(raw)
     except InputError:
@@ -380,7 +390,8 @@ def parse_xml_chunk(chunk: XmlChunk) -> ChunkPages:
                 column = column - (len(chunk.header) - chunk.header.rfind(b"\n") - 1) + chunk.first_column
             line = line - header_lines - 1 + chunk.first_line
         raise InputError(
-            f"malformed XML ({str(exc).split(':')[0]})", path=chunk.path,
+            f"malformed XML ({str(exc).split(':')[0]})",
+            path=chunk.path,
             where=f"line {line}, column {column} of the XML, {last}",
         ) from exc
     except (MalformedXML, AssertionError, ValueError) as exc:
@@ -465,8 +476,9 @@ class InputReader:
         if newest and (self.stats.newest_rev_timestamp is None or newest > self.stats.newest_rev_timestamp):
             self.stats.newest_rev_timestamp = newest
 
-    def items(self, *, decompress: GroupDecompressor | None = None,
-              chunk_bytes: int = CHUNK_BYTES) -> Iterator[RawPage | XmlChunk]:
+    def items(
+        self, *, decompress: GroupDecompressor | None = None, chunk_bytes: int = CHUNK_BYTES
+    ) -> Iterator[RawPage | XmlChunk]:
         """Pages (JSONL) or page chunks (XML dumps) in input order.
 
         ``decompress``: decompresses groups of bz2 streams elsewhere (a worker pool), used when the
@@ -493,9 +505,7 @@ class InputReader:
                 body = io.BufferedReader(_PrefixedReader(head, _BlockReader(blocks)), buffer_size=READ_BYTES)
                 yield from self._json_pages(body)
             else:
-                raise InputError(
-                    f"not a MediaWiki XML dump nor JSON lines (starts with {stripped[:40]!r})", path=where
-                )
+                raise InputError(f"not a MediaWiki XML dump nor JSON lines (starts with {stripped[:40]!r})", path=where)
             self.stats.sha256 = self._hasher.hexdigest()
         finally:
             if self._prefetch is not None:
@@ -545,7 +555,8 @@ class InputReader:
     def _compression_error(self, exc: BaseException) -> InputError:
         what = "truncated compressed file" if isinstance(exc, EOFError) else "corrupt compressed data"
         return InputError(
-            f"{what} ({exc})", path=str(self.path),
+            f"{what} ({exc})",
+            path=str(self.path),
             where=f"byte {self.bytes_read} of {self.stats.size} (compressed)",
         )
 
@@ -575,8 +586,17 @@ class InputReader:
         after = "before the first page"
 
         def chunk(data: bytes, final: bool) -> XmlChunk:
-            return XmlChunk(path=str(self.path), header=header, data=data, final=final, first_line=line,
-                            first_column=column, after=after, namespaces=self.namespaces, base_url=base_url)
+            return XmlChunk(
+                path=str(self.path),
+                header=header,
+                data=data,
+                final=final,
+                first_line=line,
+                first_column=column,
+                after=after,
+                namespaces=self.namespaces,
+                base_url=base_url,
+            )
 
         for block in blocks:
             buf += block
@@ -605,20 +625,27 @@ class InputReader:
             # mwxml insists on <siteinfo>; some exports (single-page exports, test files) lack it.
             root_end = header.find(b">", header.find(b"<mediawiki"))
             if header.find(b"<mediawiki") >= 0 and root_end >= 0:
-                header = header[: root_end + 1] + b"<siteinfo></siteinfo>" + header[root_end + 1:]
+                header = header[: root_end + 1] + b"<siteinfo></siteinfo>" + header[root_end + 1 :]
         try:
             info = mwxml.Dump.from_file(io.BytesIO(header + b"</mediawiki>")).site_info
         except ET.ParseError as exc:
             line, column = getattr(exc, "position", (None, None))
-            raise InputError(f"malformed XML ({str(exc).split(':')[0]})", path=str(self.path),
-                             where=f"line {line}, column {column} of the XML, before the first page") from exc
+            raise InputError(
+                f"malformed XML ({str(exc).split(':')[0]})",
+                path=str(self.path),
+                where=f"line {line}, column {column} of the XML, before the first page",
+            ) from exc
         except (MalformedXML, AssertionError, ValueError) as exc:
             detail = str(exc) or "root element is not <mediawiki>"
-            raise InputError(f"not a MediaWiki XML export ({detail})", path=str(self.path),
-                             where="before the first page") from exc
+            raise InputError(
+                f"not a MediaWiki XML export ({detail})", path=str(self.path), where="before the first page"
+            ) from exc
         self.stats.siteinfo = {
-            "sitename": info.name, "dbname": info.dbname, "base": info.base,
-            "generator": info.generator, "case": info.case,
+            "sitename": info.name,
+            "dbname": info.dbname,
+            "base": info.base,
+            "generator": info.generator,
+            "case": info.case,
         }
         logger.info("%s: detected MediaWiki XML dump (%s)", self.path.name, info.dbname or info.name or "no siteinfo")
         return header, info.base
@@ -639,12 +666,18 @@ class InputReader:
             dump = mwxml.Dump.from_file(body)
             info = dump.site_info
             self.stats.siteinfo = {
-                "sitename": info.name, "dbname": info.dbname, "base": info.base,
-                "generator": info.generator, "case": info.case,
+                "sitename": info.name,
+                "dbname": info.dbname,
+                "base": info.base,
+                "generator": info.generator,
+                "case": info.case,
             }
-            logger.info("%s: detected MediaWiki XML dump (%s)", self.path.name, info.dbname or info.name or "no siteinfo")
-            for last, raw in _dump_pages(dump, namespaces=self.namespaces, path=str(self.path), base_url=info.base,
-                                         counts=self.stats):
+            logger.info(
+                "%s: detected MediaWiki XML dump (%s)", self.path.name, info.dbname or info.name or "no siteinfo"
+            )
+            for last, raw in _dump_pages(  # noqa: B007 - `last` is read after the loop
+                dump, namespaces=self.namespaces, path=str(self.path), base_url=info.base, counts=self.stats
+            ):
                 if raw is not None:
                     yield raw
         except InputError:
@@ -654,7 +687,8 @@ class InputReader:
         except ET.ParseError as exc:
             line, column = getattr(exc, "position", (None, None))
             raise InputError(
-                f"malformed XML ({str(exc).split(':')[0]})", path=str(self.path),
+                f"malformed XML ({str(exc).split(':')[0]})",
+                path=str(self.path),
                 where=f"line {line}, column {column} of the XML, {last}",
             ) from exc
         except (MalformedXML, AssertionError, ValueError) as exc:
@@ -706,14 +740,14 @@ class InputReader:
                 try:
                     record = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise InputError(f"invalid JSON ({exc.msg}, column {exc.colno})", path=str(self.path),
-                                     where=f"line {line_no}") from exc
+                    raise InputError(
+                        f"invalid JSON ({exc.msg}, column {exc.colno})", path=str(self.path), where=f"line {line_no}"
+                    ) from exc
                 page = self._jsonl_page(shape, record, line_no)
                 if page is not None:
                     yield page
         except UnicodeDecodeError as exc:
-            raise InputError(f"invalid UTF-8 ({exc.reason})", path=str(self.path),
-                             where=f"line {line_no + 1}") from exc
+            raise InputError(f"invalid UTF-8 ({exc.reason})", path=str(self.path), where=f"line {line_no + 1}") from exc
         except (EOFError, OSError) as exc:
             raise self._compression_error(exc) from exc
         if self.stats.pages_read == 0:
@@ -733,7 +767,8 @@ class InputReader:
         raise InputError(
             f"unknown JSONL record shape (keys seen: {keys or type(record).__name__}); expected "
             "{title, text}, {title, sentences[]}, {id, text, lines} or {wikipedia_id, wikipedia_title, text[]}",
-            path=str(self.path), where=f"line {line_no}",
+            path=str(self.path),
+            where=f"line {line_no}",
         )
 
     def _new_id(self, given: Any = None) -> int:
@@ -753,25 +788,32 @@ class InputReader:
                 # Titles stay as given (HotpotQA keeps "&amp;"): gold titles of its claims use the same form.
                 title = record["title"]
                 sentences = tuple((i, s.strip()) for i, s in enumerate(record["sentences"]) if isinstance(s, str))
-                page = RawPage(self._new_id(), title, 0, "sentences",
-                               sentences=tuple(s for s in sentences if s[1]))
+                page = RawPage(self._new_id(), title, 0, "sentences", sentences=tuple(s for s in sentences if s[1]))
             elif shape == "fever-wiki-pages":
                 title = record["id"].replace("_", " ")
                 title = title.replace("-LRB-", "(").replace("-RRB-", ")").replace("-COLON-", ":")
-                page = RawPage(self._new_id(), title, 0, "sentences",
-                               sentences=tuple(_fever_lines(record.get("lines") or "")))
+                page = RawPage(
+                    self._new_id(), title, 0, "sentences", sentences=tuple(_fever_lines(record.get("lines") or ""))
+                )
                 if not page.sentences and record.get("text"):
                     page = RawPage(page.page_id, title, 0, "text", sections=(("", record["text"]),))
             elif shape == "kilt":
-                page = RawPage(self._new_id(record.get("wikipedia_id")), record["wikipedia_title"], 0, "text",
-                               sections=tuple(_kilt_sections(record["text"])))
+                page = RawPage(
+                    self._new_id(record.get("wikipedia_id")),
+                    record["wikipedia_title"],
+                    0,
+                    "text",
+                    sections=tuple(_kilt_sections(record["text"])),
+                )
             else:
-                page = RawPage(self._new_id(record.get("id")), record["title"], 0, "text",
-                               sections=(("", record["text"]),))
+                page = RawPage(
+                    self._new_id(record.get("id")), record["title"], 0, "text", sections=(("", record["text"]),)
+                )
         except (KeyError, TypeError, AttributeError) as exc:
             raise InputError(
                 f"record does not match the {shape} shape detected on line 1 (keys seen: {sorted(record)})",
-                path=str(self.path), where=where,
+                path=str(self.path),
+                where=where,
             ) from exc
         page.source_file = self.path.name
         self.stats.pages_kept += 1
@@ -781,20 +823,24 @@ class InputReader:
         try:
             data = json.loads(document)
         except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON ({exc.msg})", path=str(self.path),
-                             where=f"line {exc.lineno}, column {exc.colno}") from exc
+            raise InputError(
+                f"invalid JSON ({exc.msg})", path=str(self.path), where=f"line {exc.lineno}, column {exc.colno}"
+            ) from exc
         values = list(data.values()) if isinstance(data, dict) else None
         if not _looks_like_title_map(data):
             keys = sorted(values[0])[:10] if values and isinstance(values[0], dict) else []
-            raise InputError(f"unknown JSON document shape (expected {{title: {{title, extract}}}}; keys seen: {keys})",
-                             path=str(self.path))
+            raise InputError(
+                f"unknown JSON document shape (expected {{title: {{title, extract}}}}; keys seen: {keys})",
+                path=str(self.path),
+            )
         self.stats.format = JSON_OBJECT_FORMAT
         logger.info("%s: detected JSON object format: title -> {title, extract}", self.path.name)
         for key, value in data.items():
             self.stats.pages_read += 1
             text = value.get("extract", value.get("text")) or ""
-            page = RawPage(self._new_id(), value.get("title") or key, 0, "text", sections=(("", text),),
-                           source_file=self.path.name)
+            page = RawPage(
+                self._new_id(), value.get("title") or key, 0, "text", sections=(("", text),), source_file=self.path.name
+            )
             self.stats.pages_kept += 1
             yield page
 
@@ -827,6 +873,6 @@ def _kilt_sections(paragraphs: list[str]) -> Iterator[tuple[str, str]]:
         elif paragraph.strip() and not paragraph.startswith("BULLET::::"):
             texts.append(paragraph.strip())
         elif paragraph.startswith("BULLET::::"):
-            texts.append(paragraph[len("BULLET::::"):].lstrip("- ").strip())
+            texts.append(paragraph[len("BULLET::::") :].lstrip("- ").strip())
     if texts or heading == "":
         yield heading, "\n".join(texts)

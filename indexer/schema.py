@@ -14,7 +14,7 @@ CREATE TABLE pages (
     is_disambiguation BOOLEAN NOT NULL,
     url               VARCHAR,
     lead              VARCHAR,          -- clean text of the lead section
-    title_norm        VARCHAR NOT NULL, -- retriever.text.normalize_title(title)
+    title_norm        VARCHAR NOT NULL, -- wikiground.text.normalize_title(title)
     source_file       VARCHAR,          -- input file the page came from
     origin            VARCHAR NOT NULL DEFAULT 'local'  -- 'local' | 'live' (delta store)
 );
@@ -138,7 +138,7 @@ LEFT JOIN (SELECT j.page_id, j.section_index, string_agg(j.joint || p.text, '' O
        ON t.page_id = h.page_id AND t.section_index = h.section_index;
 """
 
-DDL = TABLES_DDL + SECTIONS_TABLE_DDL + SENTENCES_TABLE_DDL      # same public tables, every one writable
+DDL = TABLES_DDL + SECTIONS_TABLE_DDL + SENTENCES_TABLE_DDL  # same public tables, every one writable
 STORE_DDL = TABLES_DDL + SECTION_HEADS_DDL + SENTENCE_SPANS_DDL  # what indexer.build writes
 
 # Created after the bulk load (faster than maintaining them row by row).
@@ -157,6 +157,14 @@ CREATE INDEX infobox_page ON infobox(page_id);
 
 # Public names (`sections` and `sentences` may be views); the manifest counts rows of each.
 TABLES = (
-    "pages", "redirects", "sections", "passages", "sentences", "categories",
-    "see_also", "links", "infobox", "table_rows",
+    "pages",
+    "redirects",
+    "sections",
+    "passages",
+    "sentences",
+    "categories",
+    "see_also",
+    "links",
+    "infobox",
+    "table_rows",
 )

@@ -18,12 +18,12 @@ from typing import Any
 
 from indexer.parsed import ParsedChunk, ParsedPage, ParsedSection
 from indexer.readers import ChunkPages, RawPage, XmlChunk, parse_xml_chunk
-from retriever.errors import BuildError, InputError
-from retriever.text import canonical_title, normalize_title, page_url
+from wikiground.errors import BuildError, InputError
+from wikiground.text import canonical_title, normalize_title, page_url
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_PAGE_CHARS = 4_000_000   # the largest enwiki articles are ~1.3M bytes of wikitext
+DEFAULT_MAX_PAGE_CHARS = 4_000_000  # the largest enwiki articles are ~1.3M bytes of wikitext
 DEFAULT_PASSAGE_WORDS = 100
 # Tables get row groups of ROW_GROUP_ROWS rows (DuckDB's default is 122,880), and a table's buffered rows
 # are loaded in whole row groups. An insert of at least one row group is compressed and written straight
@@ -33,14 +33,14 @@ DEFAULT_PASSAGE_WORDS = 100
 # the serial finish 1.2-1.5 -> 0.4 s; the store grows 149 -> 155 MB (122,880-row groups compress a bit better,
 # but a table smaller than one group would be loaded and compressed only at the end).
 ROW_GROUP_ROWS = 32_768
-FLUSH_ROWS = ROW_GROUP_ROWS          # rows per table per load
-FLUSH_BYTES = 256 << 20              # ... or fewer rows when they hold this much (section texts are long)
-LOAD_THREADS = 1                     # DuckDB threads of the bulk load
+FLUSH_ROWS = ROW_GROUP_ROWS  # rows per table per load
+FLUSH_BYTES = 256 << 20  # ... or fewer rows when they hold this much (section texts are long)
+LOAD_THREADS = 1  # DuckDB threads of the bulk load
 # WAL size before DuckDB checkpoints on its own. The default (16 MB) checkpoints after nearly every
 # flush, recompressing the tables' partly filled last row groups each time (measured: ~1.3 CPU-s of
 # 20 on 2,120 articles); finish() checkpoints once at the end anyway.
 CHECKPOINT_THRESHOLD = "1GB"
-MAX_REDIRECT_HOPS = 16               # longer chains are treated like loops
+MAX_REDIRECT_HOPS = 16  # longer chains are treated like loops
 
 
 @dataclass(slots=True)
@@ -54,29 +54,36 @@ class PageRows:
     rev_timestamp: str | None = None
     source_file: str = ""
     url: str | None = None
-    redirect: tuple[str, str | None] | None = None   # (target as written, fragment)
+    redirect: tuple[str, str | None] | None = None  # (target as written, fragment)
     is_disambiguation: bool = False
     lead: str = ""
-    sections: list[tuple] = field(default_factory=list)    # (index, level, heading, parent, text, heading_path)
-    passages: list[tuple] = field(default_factory=list)    # (section_index, text, heading_path, source,
+    sections: list[tuple] = field(default_factory=list)  # (index, level, heading, parent, text, heading_path)
+    passages: list[tuple] = field(default_factory=list)  # (section_index, text, heading_path, source,
     #                                                         sentence spans ((start, end), ...), page sentence indexes)
     categories: list[str] = field(default_factory=list)
     see_also: list[str] = field(default_factory=list)
-    links: list[tuple] = field(default_factory=list)       # (target_title, anchor_text, section_index)
-    infobox: list[tuple] = field(default_factory=list)     # (infobox_type, key, value)
+    links: list[tuple] = field(default_factory=list)  # (target_title, anchor_text, section_index)
+    infobox: list[tuple] = field(default_factory=list)  # (infobox_type, key, value)
     table_rows: list[tuple] = field(default_factory=list)  # (table_index, row_index, text)
     warnings: list[str] = field(default_factory=list)
     truncated: bool = False
-    skipped: str | None = None                              # why the page was left out, if it was
+    skipped: str | None = None  # why the page was left out, if it was
     failed: bool = False
 
 
-def page_rows(raw: RawPage, *, max_page_chars: int = DEFAULT_MAX_PAGE_CHARS,
-              passage_words: int = DEFAULT_PASSAGE_WORDS) -> PageRows:
+def page_rows(
+    raw: RawPage, *, max_page_chars: int = DEFAULT_MAX_PAGE_CHARS, passage_words: int = DEFAULT_PASSAGE_WORDS
+) -> PageRows:
     """Clean and chunk one page (wikitext, clean text or given sentences) into store rows."""
-    rows = PageRows(page_id=raw.page_id, title=raw.title, namespace=raw.namespace, rev_id=raw.rev_id,
-                    rev_timestamp=raw.rev_timestamp, source_file=raw.source_file,
-                    url=page_url(raw.base_url, raw.title))
+    rows = PageRows(
+        page_id=raw.page_id,
+        title=raw.title,
+        namespace=raw.namespace,
+        rev_id=raw.rev_id,
+        rev_timestamp=raw.rev_timestamp,
+        source_file=raw.source_file,
+        url=page_url(raw.base_url, raw.title),
+    )
     label = f"page {raw.title!r} (id {raw.page_id})"
     try:
         if raw.kind == "wikitext":
@@ -134,8 +141,16 @@ def _parsed_rows(parsed: ParsedPage, chunks: list[ParsedChunk], rows: PageRows) 
     page_sentence = 0
     for chunk in chunks:
         n = len(chunk.sentences)
-        rows.passages.append((chunk.section_index, chunk.text, paths.get(chunk.section_index, ""),
-                              chunk.source, chunk.sentences, range(page_sentence, page_sentence + n)))
+        rows.passages.append(
+            (
+                chunk.section_index,
+                chunk.text,
+                paths.get(chunk.section_index, ""),
+                chunk.source,
+                chunk.sentences,
+                range(page_sentence, page_sentence + n),
+            )
+        )
         page_sentence += n
     rows.categories = list(dict.fromkeys(parsed.categories))
     rows.see_also = list(dict.fromkeys(parsed.see_also))
@@ -155,8 +170,16 @@ def _text_rows(raw: RawPage, rows: PageRows, *, max_page_chars: int, passage_wor
     for index, (heading, text) in enumerate(raw.sections):
         text = _truncate(text, rows, max_chars=max_page_chars, label=label)
         lead = index == 0 and not heading
-        sections.append(ParsedSection(index=index, level=1 if lead else 2, heading=heading,
-                                      parent_index=None if lead else 0, heading_path=heading, text=text.strip()))
+        sections.append(
+            ParsedSection(
+                index=index,
+                level=1 if lead else 2,
+                heading=heading,
+                parent_index=None if lead else 0,
+                heading_path=heading,
+                text=text.strip(),
+            )
+        )
     parsed = ParsedPage(sections=tuple(sections))
     _parsed_rows(parsed, chunk_page(parsed, target_words=passage_words), rows)
     # The lead of a plain-text page is its first paragraph, not the whole text.
@@ -206,9 +229,9 @@ class RowBatch:
 
     tables: dict[str, Any]
     pages: int = 0
-    messages: list[str] = field(default_factory=list)   # warnings to log, "file: page ...: what"
+    messages: list[str] = field(default_factory=list)  # warnings to log, "file: page ...: what"
     counts: dict[str, int] = field(default_factory=dict)
-    read: ChunkPages | None = None                       # input stats of an XML chunk (pages list emptied)
+    read: ChunkPages | None = None  # input stats of an XML chunk (pages list emptied)
 
 
 @contextmanager
@@ -245,16 +268,16 @@ def process_batch(batch: list[RawPage], max_page_chars: int, passage_words: int)
 
 
 def _process_pages(batch: list[RawPage], max_page_chars: int, passage_words: int) -> RowBatch:
-    return rows_to_batch([page_rows(raw, max_page_chars=max_page_chars, passage_words=passage_words)
-                          for raw in batch])
+    return rows_to_batch([page_rows(raw, max_page_chars=max_page_chars, passage_words=passage_words) for raw in batch])
 
 
 def rows_to_batch(batch: list[PageRows]) -> RowBatch:
     """Rows per table (local passage ids / redirect seq), converted to Arrow."""
     buf: dict[str, list[tuple]] = {name: [] for name in ("pages", "passages", "_redirect_raw")}
     # The big per-page tables are gathered column-wise: C-level extends beat a tuple per row.
-    cols: dict[str, tuple[list, ...]] = {name: tuple([] for _ in _COLUMNS[name]) for name in _COLUMNS
-                                         if name not in buf}
+    cols: dict[str, tuple[list, ...]] = {
+        name: tuple([] for _ in _COLUMNS[name]) for name in _COLUMNS if name not in buf
+    }
     counts = {"pages_skipped_empty": 0, "pages_failed": 0, "pages_truncated": 0, "warnings": 0}
     span_cols = cols["sentence_spans"]
     messages: list[str] = []
@@ -269,17 +292,39 @@ def rows_to_batch(batch: list[PageRows]) -> RowBatch:
             continue
         if rows.redirect is not None:
             target, fragment = rows.redirect
-            buf["_redirect_raw"].append((len(buf["_redirect_raw"]), rows.title, target, fragment,
-                                         normalize_title(rows.title), rows.page_id, rows.namespace))
+            buf["_redirect_raw"].append(
+                (
+                    len(buf["_redirect_raw"]),
+                    rows.title,
+                    target,
+                    fragment,
+                    normalize_title(rows.title),
+                    rows.page_id,
+                    rows.namespace,
+                )
+            )
             continue
         pid = rows.page_id
-        buf["pages"].append((pid, rows.title, rows.namespace, rows.rev_id, rows.rev_timestamp,
-                             rows.is_disambiguation, rows.url, rows.lead, normalize_title(rows.title),
-                             rows.source_file, "local"))
+        buf["pages"].append(
+            (
+                pid,
+                rows.title,
+                rows.namespace,
+                rows.rev_id,
+                rows.rev_timestamp,
+                rows.is_disambiguation,
+                rows.url,
+                rows.lead,
+                normalize_title(rows.title),
+                rows.source_file,
+                "local",
+            )
+        )
         _section_rows(pid, rows.sections, rows.passages, passage_id, cols["section_heads"], cols["passage_joints"])
         for passage_index, (section_index, text, heading_path, source, spans, page_indexes) in enumerate(rows.passages):
-            buf["passages"].append((passage_id, pid, section_index, text, rows.title, heading_path, source,
-                                    passage_index))
+            buf["passages"].append(
+                (passage_id, pid, section_index, text, rows.title, heading_path, source, passage_index)
+            )
             if spans:  # offsets only: the store's `sentences` view slices the passage text
                 n = len(spans)
                 starts, ends = zip(*spans)
@@ -301,8 +346,14 @@ def rows_to_batch(batch: list[PageRows]) -> RowBatch:
     return RowBatch(tables=tables, pages=len(batch), messages=messages, counts=counts)
 
 
-def _section_rows(page_id: int, sections: list[tuple], passages: list[tuple], first_passage_id: int,
-                  heads: tuple[list, ...], joints: tuple[list, ...]) -> None:
+def _section_rows(
+    page_id: int,
+    sections: list[tuple],
+    passages: list[tuple],
+    first_passage_id: int,
+    heads: tuple[list, ...],
+    joints: tuple[list, ...],
+) -> None:
     """A page's ``section_heads`` rows, and the ``passage_joints`` that rebuild each section's text from its
     'text' passages; a section they do not rebuild exactly keeps its text in ``section_heads.text``.
 
@@ -366,26 +417,60 @@ def _arrow_columns(table: str, values: Sequence[Sequence]):
 # -- the DuckDB writer -------------------------------------------------------------------------------
 
 _COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
-    "pages": (("page_id", "int64"), ("title", "string"), ("namespace", "int32"), ("rev_id", "int64"),
-              ("rev_timestamp", "string"), ("is_disambiguation", "bool_"), ("url", "string"), ("lead", "string"),
-              ("title_norm", "string"), ("source_file", "string"), ("origin", "string")),
-    "section_heads": (("page_id", "int64"), ("section_index", "int32"), ("level", "int32"), ("heading", "string"),
-                      ("parent_index", "int32"), ("heading_path", "string"), ("text", "string")),
-    "passage_joints": (("passage_id", "int64"), ("page_id", "int64"), ("section_index", "int32"),
-                       ("joint", "string")),
-    "passages": (("passage_id", "int64"), ("page_id", "int64"), ("section_index", "int32"), ("text", "string"),
-                 ("title", "string"), ("heading_path", "string"), ("source", "string"), ("passage_index", "int32")),
-    "sentence_spans": (("passage_id", "int64"), ("sentence_index", "int32"), ("page_sentence_index", "int32"),
-                       ("start_char", "int32"), ("end_char", "int32")),
+    "pages": (
+        ("page_id", "int64"),
+        ("title", "string"),
+        ("namespace", "int32"),
+        ("rev_id", "int64"),
+        ("rev_timestamp", "string"),
+        ("is_disambiguation", "bool_"),
+        ("url", "string"),
+        ("lead", "string"),
+        ("title_norm", "string"),
+        ("source_file", "string"),
+        ("origin", "string"),
+    ),
+    "section_heads": (
+        ("page_id", "int64"),
+        ("section_index", "int32"),
+        ("level", "int32"),
+        ("heading", "string"),
+        ("parent_index", "int32"),
+        ("heading_path", "string"),
+        ("text", "string"),
+    ),
+    "passage_joints": (("passage_id", "int64"), ("page_id", "int64"), ("section_index", "int32"), ("joint", "string")),
+    "passages": (
+        ("passage_id", "int64"),
+        ("page_id", "int64"),
+        ("section_index", "int32"),
+        ("text", "string"),
+        ("title", "string"),
+        ("heading_path", "string"),
+        ("source", "string"),
+        ("passage_index", "int32"),
+    ),
+    "sentence_spans": (
+        ("passage_id", "int64"),
+        ("sentence_index", "int32"),
+        ("page_sentence_index", "int32"),
+        ("start_char", "int32"),
+        ("end_char", "int32"),
+    ),
     "categories": (("page_id", "int64"), ("category", "string")),
     "see_also": (("page_id", "int64"), ("target_title", "string")),
-    "links": (("page_id", "int64"), ("target_title", "string"), ("anchor_text", "string"),
-              ("section_index", "int32")),
+    "links": (("page_id", "int64"), ("target_title", "string"), ("anchor_text", "string"), ("section_index", "int32")),
     "infobox": (("page_id", "int64"), ("infobox_type", "string"), ("key", "string"), ("value", "string")),
     "table_rows": (("page_id", "int64"), ("table_index", "int32"), ("row_index", "int32"), ("text", "string")),
-    "_redirect_raw": (("seq", "int64"), ("source_title", "string"), ("direct_target", "string"),
-                      ("target_fragment", "string"), ("source_norm", "string"), ("source_page_id", "int64"),
-                      ("namespace", "int32")),
+    "_redirect_raw": (
+        ("seq", "int64"),
+        ("source_title", "string"),
+        ("direct_target", "string"),
+        ("target_fragment", "string"),
+        ("source_norm", "string"),
+        ("source_page_id", "int64"),
+        ("namespace", "int32"),
+    ),
 }
 
 _REDIRECT_RAW_DDL = """
@@ -403,8 +488,15 @@ class StoreWriter:
     :meth:`finish` uses ``finish_threads`` (default: the usable CPUs), as the pool is idle by then.
     """
 
-    def __init__(self, db_path: str | Path, *, flush_rows: int = FLUSH_ROWS, flush_bytes: int = FLUSH_BYTES,
-                 threads: int = LOAD_THREADS, finish_threads: int | None = None):
+    def __init__(
+        self,
+        db_path: str | Path,
+        *,
+        flush_rows: int = FLUSH_ROWS,
+        flush_bytes: int = FLUSH_BYTES,
+        threads: int = LOAD_THREADS,
+        finish_threads: int | None = None,
+    ):
         import duckdb
 
         from indexer.schema import STORE_DDL
@@ -412,11 +504,11 @@ class StoreWriter:
         self.db_path = Path(db_path)
         self.flush_rows = max(1, int(flush_rows))
         self.flush_bytes = max(1, int(flush_bytes))
-        self.finish_threads = _usable_cpus() if finish_threads is None else int(finish_threads)
+        self.finish_threads = usable_cpus() if finish_threads is None else int(finish_threads)
         self.next_passage_id = 0
         self.counts = {"pages_skipped_empty": 0, "pages_failed": 0, "pages_truncated": 0, "warnings": 0}
-        self._buffers: dict[str, list] = {name: [] for name in _COLUMNS}   # Arrow tables per store table
-        self._buffered: dict[str, list[int]] = {name: [0, 0] for name in _COLUMNS}   # [rows, bytes] per table
+        self._buffers: dict[str, list] = {name: [] for name in _COLUMNS}  # Arrow tables per store table
+        self._buffered: dict[str, list[int]] = {name: [0, 0] for name in _COLUMNS}  # [rows, bytes] per table
         self._redirect_seq = 0
         try:
             # ROW_GROUP_SIZE is an ATTACH option, hence an in-memory connection that attaches the file.
@@ -505,17 +597,22 @@ class StoreWriter:
         if table == "pages":
             dupes = self._con.execute(
                 "SELECT b.page_id, b.title, b.source_file, p.title, p.source_file FROM _batch b "
-                "JOIN pages p USING (page_id) LIMIT 1").fetchall()
+                "JOIN pages p USING (page_id) LIMIT 1"
+            ).fetchall()
             if not dupes:  # the duplicate is within the batch itself
                 dupes = self._con.execute(
                     "SELECT a.page_id, a.title, a.source_file, b.title, b.source_file FROM "
                     "(SELECT *, row_number() OVER () AS n FROM _batch) a JOIN "
                     "(SELECT *, row_number() OVER () AS n FROM _batch) b ON a.page_id = b.page_id AND a.n > b.n "
-                    "LIMIT 1").fetchall()
+                    "LIMIT 1"
+                ).fetchall()
             if dupes:
                 page_id, title, source, other_title, other_source = dupes[0]
-                return InputError(f"duplicate page id {page_id}: {title!r} and {other_title!r} (from {other_source})",
-                                  path=source, where=f"page {title!r}")
+                return InputError(
+                    f"duplicate page id {page_id}: {title!r} and {other_title!r} (from {other_source})",
+                    path=source,
+                    where=f"page {title!r}",
+                )
         return InputError(f"duplicate key while loading {table} ({exc})")
 
     def finish(self) -> dict[str, Any]:
@@ -538,7 +635,8 @@ class StoreWriter:
             # The views' rows are counted without their joins: every span has its passage, every section a head.
             counts = {t: self._con.execute(f"SELECT count(*) FROM {_COUNTED.get(t, t)}").fetchone()[0] for t in TABLES}
             counts["disambiguation_pages"] = self._con.execute(
-                "SELECT count(*) FROM pages WHERE is_disambiguation").fetchone()[0]
+                "SELECT count(*) FROM pages WHERE is_disambiguation"
+            ).fetchone()[0]
             self._con.execute("CHECKPOINT store")
         except duckdb.Error as exc:
             raise BuildError(f"{self.db_path}: finishing the store failed ({exc})") from exc
@@ -555,7 +653,8 @@ class StoreWriter:
             FROM _redirect_raw GROUP BY source_title""")
         con.execute("""
             CREATE TEMP TABLE _res AS
-            SELECT DISTINCT r.source_title, m.direct_target AS cur FROM _redirect_raw r JOIN _rmap m USING (source_title)""")
+            SELECT DISTINCT r.source_title, m.direct_target AS cur
+            FROM _redirect_raw r JOIN _rmap m USING (source_title)""")
         for _ in range(MAX_REDIRECT_HOPS):
             # Follow one more hop for every row still pointing at a redirect.
             changed = con.execute("""
@@ -577,10 +676,18 @@ class StoreWriter:
             ORDER BY r.seq""")
         loops = con.execute("SELECT count(*) FROM redirects WHERE is_loop").fetchone()[0]
         if loops:
-            sample = [row[0] for row in con.execute(
-                "SELECT source_title FROM redirects WHERE is_loop ORDER BY source_title LIMIT 5").fetchall()]
-            logger.warning("%d redirect(s) form loops or chains longer than %d hops (e.g. %s); stored with is_loop",
-                           loops, MAX_REDIRECT_HOPS, ", ".join(map(repr, sample)))
+            sample = [
+                row[0]
+                for row in con.execute(
+                    "SELECT source_title FROM redirects WHERE is_loop ORDER BY source_title LIMIT 5"
+                ).fetchall()
+            ]
+            logger.warning(
+                "%d redirect(s) form loops or chains longer than %d hops (e.g. %s); stored with is_loop",
+                loops,
+                MAX_REDIRECT_HOPS,
+                ", ".join(map(repr, sample)),
+            )
         con.execute("DROP TABLE _redirect_raw; DROP TABLE _rmap; DROP TABLE _res")
         return loops
 
@@ -607,7 +714,7 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _usable_cpus() -> int:
+def usable_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:

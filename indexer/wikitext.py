@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from itertools import repeat
 
 from indexer.parsed import ParsedLink, ParsedPage, ParsedSection
-from retriever.text import canonical_title
+from wikiground.text import canonical_title
 
 log = logging.getLogger(__name__)
 
@@ -33,48 +33,120 @@ DEFAULT_MAX_CHARS = 5_000_000
 #: Normalised (casefolded, single-spaced) names of templates that mark a disambiguation page.
 #: ``{{set index article}}``, ``{{surname}}`` and ``{{given name}}`` are set indexes, not
 #: disambiguation pages; ``{{disambiguation needed}}`` is an inline cleanup tag.
-DISAMBIGUATION_TEMPLATES: frozenset[str] = frozenset({
-    "disambiguation", "disambig", "disamb", "dab", "dis", "disambiguation page",
-    "hndis", "human name disambiguation", "geodis", "place name disambiguation",
-    "numberdis", "number disambiguation", "letter disambiguation",
-    "letter-number combination disambiguation", "letter-numbercombdisambig",
-    "school disambiguation", "schooldis", "hospital disambiguation", "hospitaldis",
-    "mathematical disambiguation", "mathdab", "math dab", "species latin name disambiguation",
-    "genus disambiguation", "taxonomy disambiguation", "road disambiguation",
-    "call sign disambiguation", "airport disambiguation", "chinese title disambiguation",
-    "disambiguation cleanup", "disambig-cleanup", "dab cleanup", "disambig cleanup",
-    "church disambiguation", "caselaw disambiguation", "biology disambiguation",
-})
+DISAMBIGUATION_TEMPLATES: frozenset[str] = frozenset(
+    {
+        "disambiguation",
+        "disambig",
+        "disamb",
+        "dab",
+        "dis",
+        "disambiguation page",
+        "hndis",
+        "human name disambiguation",
+        "geodis",
+        "place name disambiguation",
+        "numberdis",
+        "number disambiguation",
+        "letter disambiguation",
+        "letter-number combination disambiguation",
+        "letter-numbercombdisambig",
+        "school disambiguation",
+        "schooldis",
+        "hospital disambiguation",
+        "hospitaldis",
+        "mathematical disambiguation",
+        "mathdab",
+        "math dab",
+        "species latin name disambiguation",
+        "genus disambiguation",
+        "taxonomy disambiguation",
+        "road disambiguation",
+        "call sign disambiguation",
+        "airport disambiguation",
+        "chinese title disambiguation",
+        "disambiguation cleanup",
+        "disambig-cleanup",
+        "dab cleanup",
+        "disambig cleanup",
+        "church disambiguation",
+        "caselaw disambiguation",
+        "biology disambiguation",
+    }
+)
 #: The behaviour switch that marks a disambiguation page without a template.
 DISAMBIGUATION_MAGIC_WORD = "__DISAMBIG__"
 
 # Infobox-like templates whose name does not start with "Infobox".
-_INFOBOX_LIKE = frozenset({
-    "taxobox", "automatic taxobox", "speciesbox", "subspeciesbox", "chembox", "drugbox",
-    "geobox", "mineral", "planetbox",
-})
+_INFOBOX_LIKE = frozenset(
+    {
+        "taxobox",
+        "automatic taxobox",
+        "speciesbox",
+        "subspeciesbox",
+        "chembox",
+        "drugbox",
+        "geobox",
+        "mineral",
+        "planetbox",
+    }
+)
 
 # ---------------------------------------------------------------------------------------------
 # Stage 1: comments and extension tags
 
 # Tags whose content never shows as article prose.
 _DROP_TAGS = (
-    "ref", "references", "math", "gallery", "timeline", "score", "syntaxhighlight", "source",
-    "chem", "ce", "graph", "mapframe", "maplink", "imagemap", "templatedata", "inputbox",
-    "categorytree", "includeonly", "noinclude", "hiero", "charinsert", "indicator", "section",
-    "templatestyles", "langconvert", "phonos", "pre",
+    "ref",
+    "references",
+    "math",
+    "gallery",
+    "timeline",
+    "score",
+    "syntaxhighlight",
+    "source",
+    "chem",
+    "ce",
+    "graph",
+    "mapframe",
+    "maplink",
+    "imagemap",
+    "templatedata",
+    "inputbox",
+    "categorytree",
+    "includeonly",
+    "noinclude",
+    "hiero",
+    "charinsert",
+    "indicator",
+    "section",
+    "templatestyles",
+    "langconvert",
+    "phonos",
+    "pre",
 )
 # The attributes run to the first ">", and the tag is self-closing when a "/" ends them: a greedy
 # "[^<>]*" finds the same ">" as the lazy "([^<>]*?)(/?)>" at a fraction of its cost per character.
-_DROP_TAG_OPEN = re.compile(
-    r"<(" + "|".join(_DROP_TAGS) + r")\b[^<>]*>", re.IGNORECASE)
+_DROP_TAG_OPEN = re.compile(r"<(" + "|".join(_DROP_TAGS) + r")\b[^<>]*>", re.IGNORECASE)
 _CLOSE_TAG = {name: re.compile(r"</" + name + r"\s*>", re.IGNORECASE) for name in _DROP_TAGS}
 _NOWIKI_OPEN = re.compile(r"<nowiki\s*(/?)>", re.IGNORECASE)
 _NOWIKI_CLOSE = re.compile(r"</nowiki\s*>", re.IGNORECASE)
 # Markup characters inside <nowiki> become entities, decoded only at the very end.
-_NOWIKI_ESCAPE = str.maketrans({"[": "&#91;", "]": "&#93;", "{": "&#123;", "}": "&#125;",
-                                "|": "&#124;", "<": "&lt;", ">": "&gt;", "'": "&#39;",
-                                "=": "&#61;", "*": "&#42;", "#": "&#35;", ":": "&#58;"})
+_NOWIKI_ESCAPE = str.maketrans(
+    {
+        "[": "&#91;",
+        "]": "&#93;",
+        "{": "&#123;",
+        "}": "&#125;",
+        "|": "&#124;",
+        "<": "&lt;",
+        ">": "&gt;",
+        "'": "&#39;",
+        "=": "&#61;",
+        "*": "&#42;",
+        "#": "&#35;",
+        ":": "&#58;",
+    }
+)
 
 
 # The regex engine finds "<" then checks "!--" faster than str.find scans for "<!--" (see _TABLE_OPEN).
@@ -118,17 +190,17 @@ def _unwrap_nowiki(text: str) -> str:
     closes = True  # a close tag may follow
     while (m := _NOWIKI_OPEN.search(text, pos)) is not None:
         if m.group(1):  # <nowiki/>
-            out.append(text[pos:m.start()])
+            out.append(text[pos : m.start()])
             pos = m.end()
             continue
         close = _NOWIKI_CLOSE.search(text, m.end()) if closes else None
         if close is None:  # unclosed: kept
             closes = False
-            out.append(text[pos:m.end()])
+            out.append(text[pos : m.end()])
             pos = m.end()
         else:
-            out.append(text[pos:m.start()])
-            out.append(text[m.end():close.start()].translate(_NOWIKI_ESCAPE))
+            out.append(text[pos : m.start()])
+            out.append(text[m.end() : close.start()].translate(_NOWIKI_ESCAPE))
             pos = close.end()
     if not out:
         return text
@@ -149,7 +221,7 @@ def _strip_tags_with_content(text: str, warnings: list[str]) -> str:
         if m is None:
             out.append(text[pos:])
             break
-        out.append(text[pos:m.start()])
+        out.append(text[pos : m.start()])
         if text[m.end() - 2] == "/":  # self-closing: <ref name="x" />
             pos = m.end()
             continue
@@ -172,10 +244,22 @@ def _strip_tags_with_content(text: str, warnings: list[str]) -> str:
 _OPEN_BRACES = re.compile(r"\{\{+")
 _CLOSE_BRACES = re.compile(r"\}\}+")
 _PIPE_OR_LINK = re.compile(r"\[\[|\]\]|\|")
-_PH_PIPE = "\ue000"     # {{!}}: a pipe that must not split template arguments
-_PH_EQUALS = "\ue001"   # {{=}}
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-           "September", "October", "November", "December")
+_PH_PIPE = "\ue000"  # {{!}}: a pipe that must not split template arguments
+_PH_EQUALS = "\ue001"  # {{=}}
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 
 def _merged(first: Iterator[re.Match[str]], second: Iterator[re.Match[str]]) -> Iterator[re.Match[str]]:
@@ -211,7 +295,7 @@ def _split_args(body: str) -> list[str]:
             if depth:
                 depth -= 1
         elif depth == 0:
-            parts.append(body[last:m.start()])
+            parts.append(body[last : m.start()])
             last = m.end()
     parts.append(body[last:])
     return parts
@@ -235,7 +319,7 @@ def _positional_and_named(args: list[str]) -> tuple[list[str], dict[str, str]]:
     for a in args:
         eq = a.find("=")
         if eq > 0 and "[[" not in a[:eq] and "<" not in a[:eq]:
-            named[a[:eq].strip().lower()] = a[eq + 1:].strip()
+            named[a[:eq].strip().lower()] = a[eq + 1 :].strip()
         else:
             pos.append(a.strip())
     return pos, named
@@ -256,36 +340,154 @@ def _render_date(pos: list[str], named: dict[str, str]) -> str:
     return year
 
 
-_UNWRAP_FIRST = frozenset({
-    "nowrap", "nobr", "small", "smaller", "big", "larger", "nobold", "noitalic", "sc",
-    "smallcaps", "small caps", "em", "strong", "var", "abbr", "vanchor", "visible anchor",
-    "sic", "val", "nihongo", "keypress", "mvar", "math", "nowrap begin", "resize", "serif",
-    "highlight", "flag", "flagcountry", "flagu", "flag country", "flaglink", "country",
-    "lower", "upper", "ucfirst", "lcfirst", "quote", "cquote", "quotation", "blockquote",
-    "centered pull quote", "pull quote", "rquote", "ill", "interlanguage link",
-    "interlanguage link multi", "illm", "ill-wd", "braces", "tooltip", "hover title",
-    "shy", "lang-en", "script",
-})
-_UNWRAP_LAST = frozenset({"lang", "transl", "transliteration", "longitem", "nowrap end",
-                          "columns-list", "col-list", "colbegin", "div col list"})
-_LIST_TEMPLATES = frozenset({"unbulleted list", "ubl", "ubil", "unbulleted indent list",
-                             "hlist", "bulleted list", "bulleted", "flatlist", "flat list",
-                             "plainlist", "plain list", "collapsible list", "cslist",
-                             "comma separated entries", "enum", "ordered list", "ol", "ul"})
+_UNWRAP_FIRST = frozenset(
+    {
+        "nowrap",
+        "nobr",
+        "small",
+        "smaller",
+        "big",
+        "larger",
+        "nobold",
+        "noitalic",
+        "sc",
+        "smallcaps",
+        "small caps",
+        "em",
+        "strong",
+        "var",
+        "abbr",
+        "vanchor",
+        "visible anchor",
+        "sic",
+        "val",
+        "nihongo",
+        "keypress",
+        "mvar",
+        "math",
+        "nowrap begin",
+        "resize",
+        "serif",
+        "highlight",
+        "flag",
+        "flagcountry",
+        "flagu",
+        "flag country",
+        "flaglink",
+        "country",
+        "lower",
+        "upper",
+        "ucfirst",
+        "lcfirst",
+        "quote",
+        "cquote",
+        "quotation",
+        "blockquote",
+        "centered pull quote",
+        "pull quote",
+        "rquote",
+        "ill",
+        "interlanguage link",
+        "interlanguage link multi",
+        "illm",
+        "ill-wd",
+        "braces",
+        "tooltip",
+        "hover title",
+        "shy",
+        "lang-en",
+        "script",
+    }
+)
+_UNWRAP_LAST = frozenset(
+    {
+        "lang",
+        "transl",
+        "transliteration",
+        "longitem",
+        "nowrap end",
+        "columns-list",
+        "col-list",
+        "colbegin",
+        "div col list",
+    }
+)
+_LIST_TEMPLATES = frozenset(
+    {
+        "unbulleted list",
+        "ubl",
+        "ubil",
+        "unbulleted indent list",
+        "hlist",
+        "bulleted list",
+        "bulleted",
+        "flatlist",
+        "flat list",
+        "plainlist",
+        "plain list",
+        "collapsible list",
+        "cslist",
+        "comma separated entries",
+        "enum",
+        "ordered list",
+        "ol",
+        "ul",
+    }
+)
 _LITERAL = {
-    "!": _PH_PIPE, "=": _PH_EQUALS, "'": "'", "\"": "\"", "ndash": "\u2013",
-    "mdash": "\u2014", "snd": " \u2013 ", "spaced ndash": " \u2013 ", "spaced en dash": " \u2013 ",
-    "nbsp": " ", "·": " \u00b7 ", "dot": " \u00b7 ", "middot": "\u00b7", "bull": " \u2022 ",
-    "'s": "'s", "en dash": "\u2013", "em dash": "\u2014", "-": "", "sp": " ", "space": " ",
-    "pipe": _PH_PIPE, "colon": ":", "!!": _PH_PIPE * 2, "break": " ", "br": " ",
-    "clear": "", "-\"": "", "^": "",
+    "!": _PH_PIPE,
+    "=": _PH_EQUALS,
+    "'": "'",
+    '"': '"',
+    "ndash": "\u2013",
+    "mdash": "\u2014",
+    "snd": " \u2013 ",
+    "spaced ndash": " \u2013 ",
+    "spaced en dash": " \u2013 ",
+    "nbsp": " ",
+    "·": " \u00b7 ",
+    "dot": " \u00b7 ",
+    "middot": "\u00b7",
+    "bull": " \u2022 ",
+    "'s": "'s",
+    "en dash": "\u2013",
+    "em dash": "\u2014",
+    "-": "",
+    "sp": " ",
+    "space": " ",
+    "pipe": _PH_PIPE,
+    "colon": ":",
+    "!!": _PH_PIPE * 2,
+    "break": " ",
+    "br": " ",
+    "clear": "",
+    '-"': "",
+    "^": "",
 }
-_DATE_TEMPLATES = frozenset({
-    "birth date", "death date", "birth date and age", "death date and age", "start date",
-    "end date", "dob", "bda", "dda", "birth-date", "death-date", "start date and age",
-    "end date and age", "film date", "release date", "date", "birth year and age",
-    "death year and age", "birth year", "death year",
-})
+_DATE_TEMPLATES = frozenset(
+    {
+        "birth date",
+        "death date",
+        "birth date and age",
+        "death date and age",
+        "start date",
+        "end date",
+        "dob",
+        "bda",
+        "dda",
+        "birth-date",
+        "death-date",
+        "start date and age",
+        "end date and age",
+        "film date",
+        "release date",
+        "date",
+        "birth year and age",
+        "death year and age",
+        "birth year",
+        "death year",
+    }
+)
 
 
 def _render_template(name: str, args: list[str]) -> str:
@@ -347,11 +549,30 @@ def _render_template(name: str, args: list[str]) -> str:
 
 # Every name _render_template shows something for (besides "lang-..."): the rest are dropped unsplit.
 # A template rendered there must be named here too (test_every_rendered_template_is_listed checks).
-_RENDERED = frozenset({
-    *_LITERAL, *_UNWRAP_FIRST, *_UNWRAP_LAST, "div col", *_LIST_TEMPLATES, "convert", "cvt",
-    *_DATE_TEMPLATES, "circa", "c.", "frac", "fraction", "sortname", "sort", "sorted", "isbn", "issn",
-    "us$", "usd", "as of",
-})
+_RENDERED = frozenset(
+    {
+        *_LITERAL,
+        *_UNWRAP_FIRST,
+        *_UNWRAP_LAST,
+        "div col",
+        *_LIST_TEMPLATES,
+        "convert",
+        "cvt",
+        *_DATE_TEMPLATES,
+        "circa",
+        "c.",
+        "frac",
+        "fraction",
+        "sortname",
+        "sort",
+        "sorted",
+        "isbn",
+        "issn",
+        "us$",
+        "usd",
+        "as of",
+    }
+)
 
 
 def _is_infobox(name: str) -> str | None:
@@ -397,7 +618,7 @@ def _handle_template(body: str, state: _TemplateState) -> str:
             eq = a.find("=")
             if eq > 0:
                 keys.append(a[:eq].strip())
-                raw_values.append(a[eq + 1:])
+                raw_values.append(a[eq + 1 :])
         values = _inline_many(raw_values, br=", ")
         pairs = [(k, v) for k, v in zip(keys, values) if k and v]
         state.infoboxes.append((raw_type, tuple(pairs)))
@@ -448,7 +669,7 @@ def _expand_templates(text: str, state: _TemplateState) -> str:
             if kind == 3:
                 # {{{name|default}}}: only the default can show in an article.
                 bar = body.find("|")
-                out = body[bar + 1:] if bar >= 0 else ""
+                out = body[bar + 1 :] if bar >= 0 else ""
             else:
                 out = _handle_template(body, state)
             pieces = stack[-1][1] if stack else root
@@ -483,7 +704,7 @@ def _cell_content(cell: str) -> str:
     link = cell.find("[[")
     if link >= 0 and link < bar:
         return cell
-    return cell[bar + 1:]
+    return cell[bar + 1 :]
 
 
 def _parse_table(body: str) -> tuple[str, ...]:
@@ -519,21 +740,20 @@ def _parse_table(body: str) -> tuple[str, ...]:
     out: list[str] = []
     pos = 0
     for raw_cells in rows:
-        clean = [c for c in flat[pos:pos + len(raw_cells)] if c]  # empty/spacer cells dropped
+        clean = [c for c in flat[pos : pos + len(raw_cells)] if c]  # empty/spacer cells dropped
         pos += len(raw_cells)
         if clean:
             out.append(" | ".join(clean))
     return tuple(out)
 
 
-def _extract_tables(text: str, tables: list[tuple[int, tuple[str, ...]]],
-                    warnings: list[str]) -> str:
+def _extract_tables(text: str, tables: list[tuple[int, tuple[str, ...]]], warnings: list[str]) -> str:
     if _TABLE_OPEN.search(text) is None:  # no "{|": the regex scan is faster than str's (see _TABLE_OPEN)
         return text
     out: list[str] = []
-    stack: list[int] = []      # start offsets of the open tables
+    stack: list[int] = []  # start offsets of the open tables
     inner_spans: list[list[tuple[int, int]]] = []  # per open table: spans of nested tables
-    last = 0                   # end of the last text copied to the prose
+    last = 0  # end of the last text copied to the prose
     for line_start, at, tok in _table_tokens(text):
         if tok == "{|":
             if not stack:
@@ -604,20 +824,70 @@ _LINK_TRAIL = re.compile(r"[a-z]+")
 _FLAT_LINK = re.compile(r"\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]([a-z]*)")
 _FILE_OPEN = re.compile(r"\[\[[ \t]*(?:file|image)[ \t]*:", re.IGNORECASE)
 _FILE_NS = frozenset({"file", "image", "media"})
-_OTHER_NS = frozenset({
-    "category", "template", "wikipedia", "wp", "project", "help", "portal", "user",
-    "special", "mediawiki", "module", "draft", "book", "timedtext", "talk", "wikt",
-    "wiktionary", "commons", "wikisource", "wikiquote", "wikinews", "wikibooks",
-    "wikiversity", "wikivoyage", "wikispecies", "species", "meta", "metawikipedia", "mw",
-    "mediawikiwiki", "d", "wikidata", "s", "q", "n", "b", "v", "voy", "c", "m", "w",
-    "foundation", "wmf", "phab", "gerrit", "doi", "google", "oeis", "iarchive", "rfc",
-    "bugzilla", "imdbname", "imdbtitle", "arxiv", "en", "simple",
-})
-_LANG_PREFIX = re.compile(
-    r"[a-z]{2,3}(?:-[a-z]{2,8}){0,2}$|simple$|zh-min-nan$|be-x-old$|roa-rup$|map-bms$")
+_OTHER_NS = frozenset(
+    {
+        "category",
+        "template",
+        "wikipedia",
+        "wp",
+        "project",
+        "help",
+        "portal",
+        "user",
+        "special",
+        "mediawiki",
+        "module",
+        "draft",
+        "book",
+        "timedtext",
+        "talk",
+        "wikt",
+        "wiktionary",
+        "commons",
+        "wikisource",
+        "wikiquote",
+        "wikinews",
+        "wikibooks",
+        "wikiversity",
+        "wikivoyage",
+        "wikispecies",
+        "species",
+        "meta",
+        "metawikipedia",
+        "mw",
+        "mediawikiwiki",
+        "d",
+        "wikidata",
+        "s",
+        "q",
+        "n",
+        "b",
+        "v",
+        "voy",
+        "c",
+        "m",
+        "w",
+        "foundation",
+        "wmf",
+        "phab",
+        "gerrit",
+        "doi",
+        "google",
+        "oeis",
+        "iarchive",
+        "rfc",
+        "bugzilla",
+        "imdbname",
+        "imdbtitle",
+        "arxiv",
+        "en",
+        "simple",
+    }
+)
+_LANG_PREFIX = re.compile(r"[a-z]{2,3}(?:-[a-z]{2,8}){0,2}$|simple$|zh-min-nan$|be-x-old$|roa-rup$|map-bms$")
 _EXT_LINK = re.compile(
-    r"\[(?:https?:|ftp:|mailto:|irc:|news:|//)[^\s\]\[\ue002]*(?:[ \t]([^\]\n\ue002]*))?\]",
-    re.IGNORECASE)
+    r"\[(?:https?:|ftp:|mailto:|irc:|news:|//)[^\s\]\[\ue002]*(?:[ \t]([^\]\n\ue002]*))?\]", re.IGNORECASE
+)
 _HTML_TAG = re.compile(
     r"</?(?:span|div|small|big|sup|sub|center|font|b|i|u|s|strike|del|ins|code|tt|abbr|"
     r"blockquote|cite|p|hr|li|ul|ol|dl|dt|dd|table|tr|td|th|caption|em|strong|q|var|kbd|samp|"
@@ -625,7 +895,8 @@ _HTML_TAG = re.compile(
     r"thead|tfoot|references|ref|includeonly|noinclude|section|pre|gallery|math|chem|score|"
     r"templatestyles|syntaxhighlight|source|timeline|hiero|imagemap|graph|mapframe|maplink|"
     r"categorytree|inputbox|indicator)\b[^<>\ue002]*>",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _BR = re.compile(r"<br\s*/?\s*>|</br\s*>", re.IGNORECASE)
 _MAGIC = re.compile(r"__[A-Z]+__")
 # "''''+", not "'{4,}": the same runs, but with a literal prefix that the regex engine scans for;
@@ -641,7 +912,7 @@ _PUNCT = frozenset(",.;:!?)")
 # "()" and "(; " left behind by removed pronunciation/reference templates.
 _PAREN_JUNK = re.compile(r"\((?:[ ,;:]*\)|[ ,;:]+)")
 _COMMAS = re.compile(r"(?:\s*,){2,}")
-_SEP = "\ue002"              # joins fragments rendered in one batch
+_SEP = "\ue002"  # joins fragments rendered in one batch
 _SECTION_SEP = "\n\ue002\n"
 _LINE_END = (".", "!", "?", "\u3002", "\u2026")
 
@@ -686,8 +957,9 @@ def _render_flat_links(text: str, sink: _LinkSink | None) -> str:
         # single spaces (most titles and anchors) pass all the checks at once: one isalnum().
         t = target.strip()
         plain = "  " not in t and t.replace(" ", "").isalnum()
-        if plain or (t and ":" not in t and "#" not in t and "_" not in t and "&" not in t and "  " not in t
-                     and "\t" not in t):
+        if plain or (
+            t and ":" not in t and "#" not in t and "_" not in t and "&" not in t and "  " not in t and "\t" not in t
+        ):
             if label is not None:
                 anchor = label.strip()
                 plain = "  " not in anchor and anchor.replace(" ", "").isalnum()
@@ -725,9 +997,9 @@ def _namespace(target: str) -> tuple[str, str]:
         return "", target
     prefix = target[:colon].strip().lower().replace("_", " ")
     if prefix in _FILE_NS or prefix in _OTHER_NS or prefix.endswith(" talk"):
-        return prefix, target[colon + 1:]
+        return prefix, target[colon + 1 :]
     if _LANG_PREFIX.match(prefix):
-        return prefix, target[colon + 1:]
+        return prefix, target[colon + 1 :]
     return "", target
 
 
@@ -803,7 +1075,7 @@ def _drop_files(text: str) -> str:
         m = _FILE_OPEN.search(text, pos)
         if m is None:
             break
-        out.append(text[pos:m.start()])
+        out.append(text[pos : m.start()])
         depth = 1
         end = -1
         for b in _BRACKETS.finditer(text, m.end()):
@@ -847,7 +1119,7 @@ def _render_links_nested(text: str, sink: _LinkSink | None) -> str:
     last = 0
     for m in _BRACKETS.finditer(text):
         tok = m.group()
-        pieces.append(text[last:m.start()])
+        pieces.append(text[last : m.start()])
         last = m.end()
         n = len(tok)
         if tok[0] == "[":
@@ -868,7 +1140,7 @@ def _render_links_nested(text: str, sink: _LinkSink | None) -> str:
                     last = t.end()
             bar = inner.find("|")
             if bar >= 0:
-                out = _render_link(inner[:bar], inner[bar + 1:], trail, sink)
+                out = _render_link(inner[:bar], inner[bar + 1 :], trail, sink)
             else:
                 out = _render_link(inner, None, trail, sink)
             if not out and sink is not None and len(sink.links) > n_links:
@@ -919,8 +1191,7 @@ def _finish(text: str) -> str:
     # Every _LEFTOVER token holds one of these, and most pages have none of them left. ("[[" and "]]"
     # rather than "[" and "]": a third of the pages keep a single bracket, and the regex pass costs
     # several times the substring scans; the one-character scans first, as they are much faster.)
-    if ("{" in text or "}" in text or "<" in text
-            or ("[" in text and "[[" in text) or ("]" in text and "]]" in text)):
+    if "{" in text or "}" in text or "<" in text or ("[" in text and "[[" in text) or ("]" in text and "]]" in text):
         text = _LEFTOVER.sub(" ", text)
     if "(" in text:
         text = _PAREN_JUNK.sub(_paren_junk_repl, text)
@@ -933,7 +1204,7 @@ def _finish(text: str) -> str:
 
 def _spaces_repl(m: re.Match[str]) -> str:
     end = m.end()
-    return "" if m.string[end:end + 1] in _PUNCT else " "
+    return "" if m.string[end : end + 1] in _PUNCT else " "
 
 
 def _paren_junk_repl(m: re.Match[str]) -> str:
@@ -970,8 +1241,7 @@ def _inline_many(parts: list[str], *, br: str = " ") -> list[str]:
     text = _finish(_inline_markup(_render_links(joined, None), br=br))
     out = text.split(_SEP)
     if len(out) != len(parts):
-        out = [_finish(_inline_markup(_render_links(p, None), br=br)).replace(_SEP, " ")
-               for p in parts]
+        out = [_finish(_inline_markup(_render_links(p, None), br=br)).replace(_SEP, " ") for p in parts]
     elif "\n" not in text and ",," not in text and ", ," not in text and ".," not in text:
         # No fragment holds what _flatten rewrites (text is the fragments joined by a separator that
         # none of these strings can span): only its final strips remain, mapped in C.
@@ -1001,7 +1271,7 @@ def _paragraphs(text: str) -> str:
                 para = []
             rest = s.lstrip("*#:;")  # after the list marks (a str method, not a regex match)
             item = rest.strip()
-            if ";" in s[:len(s) - len(rest)] and ":" in item:
+            if ";" in s[: len(s) - len(rest)] and ":" in item:
                 term, _, definition = item.partition(":")
                 item = f"{term.strip()}: {definition.strip()}"
             if item and item[-1] in ":;,":
@@ -1054,7 +1324,7 @@ def is_redirect(wikitext: str) -> tuple[str, str | None] | None:
     fragment: str | None = None
     hash_ = target.find("#")
     if hash_ >= 0:
-        fragment = target[hash_ + 1:].strip() or None
+        fragment = target[hash_ + 1 :].strip() or None
         target = target[:hash_]
     target = canonical_title(target)
     if not target:
@@ -1077,7 +1347,7 @@ def _split_sections(text: str) -> list[tuple[int, str, int, int]]:
         if left == len(line) or right == 0:
             continue  # "====" alone, or no closing "="
         n = min(left, right, 6)
-        inner = line[n:len(line) - n]
+        inner = line[n : len(line) - n]
         if not inner.strip():
             continue
         out.append((level, heading, start, line_start))
@@ -1097,12 +1367,12 @@ def _see_also_template_links(text: str) -> list[str]:
     See-also lists are often wrapped in layout templates ({{columns}}, {{div col}}, {{aircontent}}...)
     whose rendering drops their content; the links are collected from the raw section instead.
     """
-    m = _SEE_ALSO_HEADING.match("\n" + text[:text.find("\n") + 1 or len(text)]) if text[:1] == "=" else None
+    m = _SEE_ALSO_HEADING.match("\n" + text[: text.find("\n") + 1 or len(text)]) if text[:1] == "=" else None
     if m is None:
         m = _SEE_ALSO_HEADING.search(text)
         if m is None:
             return []
-        text = text[m.start() + 1:]  # sections before the first "See also" heading do not matter
+        text = text[m.start() + 1 :]  # sections before the first "See also" heading do not matter
     sink = _LinkSink()
     see_also_level = 0  # level of the "See also" heading we are under; 0 = not in one
     for level, heading, start, end in _split_sections(text):
@@ -1117,8 +1387,7 @@ def _see_also_template_links(text: str) -> list[str]:
     return list(dict.fromkeys(link.target_title for link in sink.links))
 
 
-def parse_wikitext(wikitext: str, *, title: str = "",
-                   max_chars: int = DEFAULT_MAX_CHARS) -> ParsedPage:
+def parse_wikitext(wikitext: str, *, title: str = "", max_chars: int = DEFAULT_MAX_CHARS) -> ParsedPage:
     """Parse one page's wikitext into clean sections, links, categories, infoboxes, tables.
 
     Never raises on a ``str``: malformed markup is cleaned as well as possible and noted in
@@ -1175,10 +1444,12 @@ def _parse(text: str, warnings: list[str]) -> ParsedPage:
         levels.append(level)
         paths.append(path)
         # A "See also" section, with any subsections it has.
-        in_see_also.append(bool(i) and (heading.casefold().rstrip(":") == "see also"
-                                        or (parent is not None and in_see_also[parent])))
-        sections.append(ParsedSection(index=i, level=level, heading=heading, parent_index=parent,
-                                      heading_path=path, text=bodies[i]))
+        in_see_also.append(
+            bool(i) and (heading.casefold().rstrip(":") == "see also" or (parent is not None and in_see_also[parent]))
+        )
+        sections.append(
+            ParsedSection(index=i, level=level, heading=heading, parent_index=parent, heading_path=path, text=bodies[i])
+        )
     for link in sink.links:
         if in_see_also[link.section_index] and link.target_title not in see_also:
             see_also.append(link.target_title)

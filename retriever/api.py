@@ -7,34 +7,31 @@ only for the entities that the local index lacks.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+import backends
+from indexer.store import Store
 from retriever.entities import Mention, find_mentions, missing_entities
-from retriever.errors import ConfigError, IndexMissingError
 from retriever.fusion import DEFAULT_WEIGHTS, RRF_K, FusedPage, fuse
-from retriever.records import Evidence, Hit
-from retriever.store import Store
+from wikiground.errors import ConfigError, IndexMissingError
+from wikiground.layout import BUILT_CHANNELS, CHANNELS, PARAMS_FILE
+from wikiground.records import Evidence, Hit
+
+if TYPE_CHECKING:
+    from fallback.live import LiveFallback
+    from fallback.settings import FallbackSettings
 
 log = logging.getLogger(__name__)
 
-CHANNELS = ("bm25", "dense", "tfidf", "title")
-BUILT_CHANNELS = ("bm25", "dense", "tfidf")  # those with an index folder of their own
 
 STATUS_OK = "ok"
 STATUS_NO_EVIDENCE = "no_evidence"
 STATUS_EMPTY_QUERY = "empty_query"
-
-
-class Backend(Protocol):
-    name: str
-
-    def search(self, query: str, k: int = 10) -> list[Hit]: ...
 
 
 def output_line(id: Any, query: str, status: str, evidence: Sequence[Evidence]) -> dict[str, Any]:
@@ -55,8 +52,11 @@ class SearchResult:
     def to_dict(self, id: Any = None) -> dict[str, Any]:
         d = output_line(id, self.query, self.status, self.evidence)
         d["entities"] = [
-            {"mention": m.text, "title": m.resolution.title if m.resolution else None,
-             "page_id": m.resolution.page_id if m.resolution else None}
+            {
+                "mention": m.text,
+                "title": m.resolution.title if m.resolution else None,
+                "page_id": m.resolution.page_id if m.resolution else None,
+            }
             for m in self.mentions
         ]
         d.update(self.stats)
@@ -77,7 +77,7 @@ def parse_channels(spec: str | Sequence[str] | None) -> tuple[str, ...] | None:
 
 
 def available_channels(index_dir: Path) -> tuple[str, ...]:
-    have = [c for c in BUILT_CHANNELS if (index_dir / c / "params.json").is_file()]
+    have = [c for c in BUILT_CHANNELS if (index_dir / c / PARAMS_FILE).is_file()]
     return (*have, "title")
 
 
@@ -125,17 +125,22 @@ class Retriever:
         rrf_k: int = RRF_K,
         depth: int = 50,
         on_the_fly: bool = False,
-        fallback: Any | None = None,
-        api_url: str | None = None,
-        contact: str | None = None,
-        cache_dir: str | Path | None = None,
-        cache_mode: str | None = None,
-        rate: float | None = None,
+        fallback: FallbackSettings | LiveFallback | None = None,
         ingest_live: bool = False,
         live_bridges: bool = False,
         http_client: Any | None = None,
+        **legacy: Any,
     ) -> Retriever:
-        """Open an index folder. Backends load lazily on first use; the live fallback only with ``on_the_fly``."""
+        """Open an index folder. Backends load lazily on first use; the live fallback only with ``on_the_fly``.
+
+        ``fallback``: the live fallback's settings (unset ones come from ``WIKIGROUND_*`` variables), or a ready
+        :class:`~fallback.live.LiveFallback`. ``http_client`` replaces the fallback's HTTP client (tests, proxies).
+        The older keywords ``api_url``, ``contact``, ``cache_dir``, ``cache_mode`` and ``rate`` still work, as
+        fields of the settings, with a DeprecationWarning.
+        """
+        settings = _settings_from_legacy(fallback, legacy, on_the_fly)
+        if settings is not None:
+            fallback = None  # built below from the settings, with on_the_fly
         d = Path(index_dir)
         store = Store.open(d)
         have = available_channels(d)
@@ -150,20 +155,30 @@ class Retriever:
                 f"`python -m indexer build --dump DUMP --out {d} --indexes {','.join(missing)}`"
             )
         retriever = cls(
-            store, index_dir=d, channels=wanted, weights=weights, fusion=fusion, rrf_k=rrf_k, depth=depth,
-            fallback=fallback, on_the_fly=on_the_fly, ingest_live=ingest_live, live_bridges=live_bridges,
+            store,
+            index_dir=d,
+            channels=wanted,
+            weights=weights,
+            fusion=fusion,
+            rrf_k=rrf_k,
+            depth=depth,
+            fallback=fallback,
+            on_the_fly=on_the_fly,
+            ingest_live=ingest_live,
+            live_bridges=live_bridges,
         )
         if on_the_fly and fallback is None:
             from fallback.live import open_fallback
 
-            opts = {k: v for k, v in {
-                "api_url": api_url, "contact": contact, "cache_dir": cache_dir, "cache_mode": cache_mode,
-                "rate": rate, "http_client": http_client,
-            }.items() if v is not None}
             scorer, threshold = default_live_scorer(retriever)
             try:
-                retriever.fallback = open_fallback(scorer=scorer, min_relevance=threshold,
-                                                   planner=default_live_planner(retriever), **opts)
+                retriever.fallback = open_fallback(
+                    settings,
+                    http_client=http_client,
+                    scorer=scorer,
+                    min_relevance=threshold,
+                    planner=default_live_planner(retriever),
+                )
             except Exception:
                 store.close()
                 raise
@@ -172,15 +187,9 @@ class Retriever:
     def backend(self, name: str) -> Any:
         b = self._backends.get(name)
         if b is None:
-            if name == "title":
-                from retriever.backends.title import TitleBackend
-
-                b = TitleBackend(self.store)
-            else:
-                if self.index_dir is None:
-                    raise IndexMissingError(f"no index folder for channel {name}")
-                module = importlib.import_module(f"retriever.backends.{name}")
-                b = module.open(self.index_dir / name)
+            if name != "title" and self.index_dir is None:
+                raise IndexMissingError(f"no index folder for channel {name}")
+            b = backends.load(name, self.index_dir or Path(), store=self.store)
             self._backends[name] = b
         return b
 
@@ -290,8 +299,9 @@ class Retriever:
         stats["timings_ms"] = {c: round(v, 3) for c, v in timings.items()}
         return SearchResult(claim, status, tuple(evidence), mentions, stats)
 
-    def with_live(self, claim: str, evidence: Sequence[Evidence], mentions: Sequence[Mention], *,
-                  k: int) -> tuple[list[Evidence], str | None, dict[str, Any]]:
+    def with_live(
+        self, claim: str, evidence: Sequence[Evidence], mentions: Sequence[Mention], *, k: int
+    ) -> tuple[list[Evidence], str | None, dict[str, Any]]:
         """Local evidence completed from the live fallback: the claim's ``mentions`` that the local index lacks
         are looked up (live evidence first), or with ``live_bridges`` the second hop of a claim whose entities
         are all local (local evidence first). Returns the evidence, the live status when the claim was looked
@@ -310,13 +320,16 @@ class Retriever:
             # claim; the rest of the local evidence (pages about other things of the claim's words) comes last.
             scores = self.fallback.scorer.score(claim, [e.evidence_text for e in evidence])
             weak = [s < self.fallback.min_relevance for s in scores]
-            evidence = _interleave(list(live.evidence), [e for e, w in zip(evidence, weak) if not w], k,
-                                   then=[e for e, w in zip(evidence, weak) if w])
+            evidence = _interleave(
+                list(live.evidence),
+                [e for e, w in zip(evidence, weak) if not w],
+                k,
+                then=[e for e, w in zip(evidence, weak) if w],
+            )
         elif self.live_bridges and covered:
             # Every entity is local, but the page the claim leads to may not be: the second hop's names that
             # resolve to no local page are asked for. The claim's own pages stay first.
-            live = self.fallback.bridge(claim, covered, k=k,
-                                        known=lambda names: set(self.store.resolve_titles(names)))
+            live = self.fallback.bridge(claim, covered, k=k, known=lambda names: set(self.store.resolve_titles(names)))
             evidence = _interleave(evidence, list(live.evidence), k)
         if live is not None:
             stats.update({"requests": live.requests, "cache_hits": live.cache_hits, "attempts": live.attempts})
@@ -350,15 +363,56 @@ class Retriever:
                 extra["more_passages"] = more
             out.append(
                 Evidence(
-                    title=page.title, page_id=page.page_id, passage_id=psg.passage_id, section=psg.heading_path,
-                    evidence_text=psg.text, source=psg.source, score=round(fp.score, 6), ranks=dict(ranks),
-                    url=page.url, rev_id=page.rev_id, origin="local", retrieved_for_entity=fp.matched, extra=extra,
+                    title=page.title,
+                    page_id=page.page_id,
+                    passage_id=psg.passage_id,
+                    section=psg.heading_path,
+                    evidence_text=psg.text,
+                    source=psg.source,
+                    score=round(fp.score, 6),
+                    ranks=dict(ranks),
+                    url=page.url,
+                    rev_id=page.rev_id,
+                    origin="local",
+                    retrieved_for_entity=fp.matched,
+                    extra=extra,
                 )
             )
         return out
 
 
-LIVE_MIN_TFIDF = 0.1  # TF-IDF cosine of a live snippet to the claim; chosen on the dev sets (benchmarks/bench_fallback.py)
+_LEGACY_FALLBACK_KEYWORDS = ("api_url", "contact", "cache_dir", "cache_mode", "rate")
+
+
+def _settings_from_legacy(fallback: Any, legacy: Mapping[str, Any], on_the_fly: bool) -> FallbackSettings | None:
+    """The fallback's settings, from ``fallback`` or the older loose keywords (which still work, with a warning);
+    None when ``fallback`` is a ready fallback."""
+    from fallback.settings import FallbackSettings
+
+    unknown = [k for k in legacy if k not in _LEGACY_FALLBACK_KEYWORDS]
+    if unknown:
+        raise TypeError(f"Retriever.open() got unexpected keyword argument(s) {', '.join(unknown)}")
+    given = {k: v for k, v in legacy.items() if v is not None}
+    if given:
+        import warnings
+
+        warnings.warn(
+            f"Retriever.open({', '.join(given)}=...) is deprecated: pass fallback=FallbackSettings(...)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    if isinstance(fallback, FallbackSettings):
+        return fallback.with_(**given) if given else fallback
+    if fallback is None:
+        return FallbackSettings.from_env(**given) if on_the_fly else FallbackSettings()
+    if given:
+        raise ConfigError("pass the fallback's options in its FallbackSettings, not beside a ready fallback")
+    return None
+
+
+LIVE_MIN_TFIDF = (
+    0.1  # TF-IDF cosine of a live snippet to the claim; chosen on the dev sets (benchmarks/bench_fallback.py)
+)
 LIVE_MIN_OVERLAP = 0.5  # share of the claim's content words when no TF-IDF index is built
 
 
@@ -398,8 +452,9 @@ def default_live_planner(retriever: Retriever) -> Any:
     return KeywordPlanner(specificity=specificity)
 
 
-def _interleave(first: list[Evidence], second: list[Evidence], k: int, *,
-                then: Sequence[Evidence] = ()) -> list[Evidence]:
+def _interleave(
+    first: list[Evidence], second: list[Evidence], k: int, *, then: Sequence[Evidence] = ()
+) -> list[Evidence]:
     """Live evidence answers what the local index lacks, so it alternates with local evidence from the top:
     live first for the claim's missing entities, local first for a second hop; ``then`` after both."""
     out: list[Evidence] = []

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from retriever.text import normalize_title, words
+from wikiground.text import normalize_title, words
 
 if TYPE_CHECKING:
-    from retriever.store import Resolution, Store
+    from indexer.store import Resolution, Store
 
 _TOKEN = re.compile(r"\w+(?:[’'.\-&]\w+)*", re.UNICODE)
 _POSSESSIVE = re.compile(r"['’]s?$")
@@ -29,7 +29,9 @@ STOPWORDS = frozenset(
     such same other another own if else s several many few various numerous""".split()
 )
 _ARTICLES = frozenset({"the", "a", "an"})
-_AUXILIARIES = frozenset("is are was were has have had can could will would does do did may might must should shall".split())
+_AUXILIARIES = frozenset(
+    "is are was were has have had can could will would does do did may might must should shall".split()
+)
 # Connectors allowed inside a capitalised span: "Alexander the Great", "Bank of America", "Roe v. Wade" (a case).
 _CONNECTORS = frozenset({"of", "the", "de", "la", "le", "von", "van", "der", "du", "da", "di", "&", "y", "del", "v"})
 
@@ -126,8 +128,10 @@ def find_mentions(claim: str, store: Store, *, max_ngram: int = 8) -> list[Menti
     # A quoted title that resolves to nothing is one missing name, in place of the capitalised runs inside it
     # ("Tunnels and Trolls", not "Tunnels" and "Trolls").
     unresolved = [(i, j) for i, j, _ in quoted if not all(taken[i:j])]
-    mentions += [Mention(quoted_at[(i, j)], toks[i][1], toks[i][1] + len(quoted_at[(i, j)]), None, quoted=True)
-                 for i, j in unresolved]
+    mentions += [
+        Mention(quoted_at[(i, j)], toks[i][1], toks[i][1] + len(quoted_at[(i, j)]), None, quoted=True)
+        for i, j in unresolved
+    ]
     for i, j in _outside(capitalised_spans(toks), unresolved, len(toks)):
         text = claim[toks[i][1] : toks[j - 1][2]]
         key = normalize_title(_POSSESSIVE.sub("", text))
@@ -197,12 +201,16 @@ def quoted_titles(claim: str, toks: Sequence[tuple[str, int, int]] | None = None
 
 _DEMONYM_ENDING = re.compile(r"(?:ican|ian|ean|ese|ish)$")
 # Adjectives of nationality that end otherwise.
-_DEMONYM_WORDS = frozenset("""german french dutch greek thai swiss welsh czech slovak soviet iraqi israeli pakistani
-    saudi kuwaiti somali nepali bangladeshi afghan arab arabic norse""".split())
+_DEMONYM_WORDS = frozenset(
+    """german french dutch greek thai swiss welsh czech slovak soviet iraqi israeli pakistani
+    saudi kuwaiti somali nepali bangladeshi afghan arab arabic norse""".split()
+)
 # Words that qualify a demonym in a two-word adjective ("South Korean", "Ancient Greek").
-_DEMONYM_QUALIFIERS = frozenset("""north south east west northern southern eastern western central northeastern
+_DEMONYM_QUALIFIERS = frozenset(
+    """north south east west northern southern eastern western central northeastern
     northwestern southeastern southwestern latin native new old ancient medieval modern classic classical early late
-    contemporary traditional colonial imperial""".split())
+    contemporary traditional colonial imperial""".split()
+)
 # Nouns that make a demonym part of a name: "the Greek language", "the Yoruba people".
 _NAMED_BY_DEMONYM = frozenset({"language", "languages", "people", "peoples"})
 _ADVERB = re.compile(r"(?:al|ent|ant|at|ous|iv|ab|ib|ful|ed|ing|u|s|c|r|n)ly$", re.IGNORECASE)
@@ -219,8 +227,14 @@ def _is_demonym_modifier(toks: Sequence[tuple[str, int, int]], i: int, j: int) -
     Of two words, the first must qualify the adjective (a number, a compass point, "Latin", another demonym):
     "Aram Avakian directed" is a name, since many surnames end like demonyms (Avakian, Babajian)."""
     last = toks[j - 1][0]
-    if not (j - i <= 2 and j < len(toks) and _is_demonym(last) and not _is_cap(toks[j][0])
-            and toks[j][0].lower() not in STOPWORDS and toks[j][0].lower() not in _NAMED_BY_DEMONYM):
+    if not (
+        j - i <= 2
+        and j < len(toks)
+        and _is_demonym(last)
+        and not _is_cap(toks[j][0])
+        and toks[j][0].lower() not in STOPWORDS
+        and toks[j][0].lower() not in _NAMED_BY_DEMONYM
+    ):
         return False
     if j - i == 1:
         return True
@@ -268,9 +282,11 @@ def names_in(text: str) -> list[str]:
 
 # Words of rank or office before a name: "King George V" is titled "George V", "Austrian Prime Minister Engelbert
 # Dollfuss" is "Engelbert Dollfuss" (the live site may redirect the first; never the second).
-_HONORIFICS = frozenset("""king queen emperor empress pope prince princess president sir dame lord lady saint
+_HONORIFICS = frozenset(
+    """king queen emperor empress pope prince princess president sir dame lord lady saint
     st. general senator governor chancellor prime minister premier secretary vice foreign mayor ambassador
-    admiral colonel captain commander bishop archbishop cardinal""".split())
+    admiral colonel captain commander bishop archbishop cardinal""".split()
+)
 _OF_SPLIT = re.compile(r"\s+of\s+")
 
 
@@ -280,7 +296,7 @@ def _name_variants(name: str) -> list[str]:
     out = [name]
     m = _OF_SPLIT.search(name)
     if m:
-        left, right = name[: m.start()], name[m.end():]
+        left, right = name[: m.start()], name[m.end() :]
         if len(left.split()) >= 2 and len(right.split()) >= 2:
             out += [left, right]
     parts = name.split()
@@ -330,9 +346,15 @@ def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, i
         # ...", "The Greek language has ..."). Taken only when an auxiliary follows the head, so a verb is never
         # swallowed ("Tablet computers use ...", "Aristotle studied at ..." stay as they are).
         subject = i == 0 or (i == 1 and toks[0][0].lower() in _ARTICLES)
-        if (subject and j + 1 < n and not _is_cap(toks[j][0]) and toks[j][0].lower() not in STOPWORDS
-                and not _is_adverb(toks[j][0]) and toks[j + 1][0] in _AUXILIARIES  # "May" is a month
-                and not _POSSESSIVE.search(toks[j - 1][0])):
+        if (
+            subject
+            and j + 1 < n
+            and not _is_cap(toks[j][0])
+            and toks[j][0].lower() not in STOPWORDS
+            and not _is_adverb(toks[j][0])
+            and toks[j + 1][0] in _AUXILIARIES  # "May" is a month
+            and not _POSSESSIVE.search(toks[j - 1][0])
+        ):
             j += 1
         # "Are both Jim McBride and Neil Jordan American?": an adjective of nationality ending the sentence is
         # said of the name before it, not part of it (a two-word run is left alone: "... by Aram Avakian.").
@@ -342,8 +364,16 @@ def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, i
         # A lone capitalised word at the start of the claim is usually just sentence case ("The", "Frequently",
         # "Part of the Hindu Kush ...": a name would continue with a capitalised word after "of"; "According to",
         # "Born on": a participle opening the sentence).
-        if not (j - i == 1 and i == 0 and (toks[i][0].lower() in STOPWORDS or _is_adverb(toks[i][0])
-                                           or (j < n and toks[j][0] == "of") or _is_participle_opening(toks))):
+        if not (
+            j - i == 1
+            and i == 0
+            and (
+                toks[i][0].lower() in STOPWORDS
+                or _is_adverb(toks[i][0])
+                or (j < n and toks[j][0] == "of")
+                or _is_participle_opening(toks)
+            )
+        ):
             if not (j - i == 1 and tok.isdigit()):
                 out.append((i, j))
         i = after
@@ -367,7 +397,6 @@ _WORD_AT = re.compile(r"\w+", re.UNICODE)
 def fold_plural(word: str) -> str:
     """Crude plural folding, enough for "Touchscreens" ~ "Touchscreen"."""
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
-
 
 
 def strip_disambiguator(title: str) -> str:
@@ -422,9 +451,14 @@ def _title_anchors(claim: str, titles: Sequence[str]) -> list[tuple[int, int]]:
 
 
 # What stands between coordinated entities, quotes around titles included ('"Cooking Light" and "Vibe"').
-_COORDINATION = re.compile(r"^[\s\"\u201c\u201d]*(?:,|;|&|and|or|nor|vs\.?|versus|as well as|,\s*and|,\s*or)?"
-                           r"[\s\"\u201c\u201d]*(?:the\s+)?$", re.IGNORECASE)
-_QUESTION_WORDS = frozenset("what which who whom whose when where why how is are was were do does did can could".split())
+_COORDINATION = re.compile(
+    r"^[\s\"\u201c\u201d]*(?:,|;|&|and|or|nor|vs\.?|versus|as well as|,\s*and|,\s*or)?"
+    r"[\s\"\u201c\u201d]*(?:the\s+)?$",
+    re.IGNORECASE,
+)
+_QUESTION_WORDS = frozenset(
+    "what which who whom whose when where why how is are was were do does did can could".split()
+)
 
 
 def is_question(text: str) -> bool:
@@ -441,8 +475,11 @@ def _title_key(text: str) -> frozenset[str]:
 def _capitalised_function_words(text: str) -> set[str]:
     """Function words a name capitalises, so a title must have them too: "Camel Up" is not "Camel" (articles
     aside: "The Futureheads" is "Futureheads")."""
-    return {w.casefold() for w in _WORD_AT.findall(text)
-            if w[:1].isupper() and w.casefold() in STOPWORDS and w.casefold() not in _ARTICLES}
+    return {
+        w.casefold()
+        for w in _WORD_AT.findall(text)
+        if w[:1].isupper() and w.casefold() in STOPWORDS and w.casefold() not in _ARTICLES
+    }
 
 
 _Entity = tuple[int, int, bool, Any]  # (start, end, is local, mention or None)
@@ -456,7 +493,7 @@ def _coordinated_groups(claim: str, entities: list[_Entity]) -> list[list[_Entit
             last = groups[-1][-1]
             if ent[0] < last[1]:  # nested in or overlapping the last one ("Palace" in "Palace of Caserta")
                 continue
-            if _COORDINATION.match(claim[last[1]:ent[0]]):
+            if _COORDINATION.match(claim[last[1] : ent[0]]):
                 groups[-1].append(ent)
                 continue
         groups.append([ent])
@@ -472,7 +509,7 @@ def _is_compared(claim: str, group: list[_Entity]) -> bool:
     """Whether a question compares the coordinated entities of ``group`` (two or more)."""
     if len(group) < 2 or not is_question(claim):
         return False
-    joints = [claim[a[1]:b[0]] for a, b in zip(group, group[1:])]
+    joints = [claim[a[1] : b[0]] for a, b in zip(group, group[1:])]
     return any(_OR.search(j) for j in joints) or bool(_COMPARISON_CUES.search(claim))
 
 
@@ -521,7 +558,7 @@ def missing_entities(
         base = strip_disambiguator(t)
         key, base_words = _title_key(base), set(words(base))
         title_words.setdefault(key, []).append(base_words)
-        if base == t or {fold_plural(w) for w in words(t[len(base):])} & claim_words:
+        if base == t or {fold_plural(w) for w in words(t[len(base) :])} & claim_words:
             own_words.setdefault(key, []).append(base_words)
 
     def by_title(piece: str, among: dict[frozenset[str], list[set[str]]] = title_words) -> bool:
@@ -535,8 +572,9 @@ def missing_entities(
         if m.quoted:
             return [m.text]
         # "Paramount Pictures, Inc": the suffix after the comma is part of the name, not a name of its own.
-        return [p for p in (p.strip() for p in _PIECES.split(m.text)) if p and p.rstrip(".") not in _NAME_SUFFIXES] \
-            or [m.text]
+        return [p for p in (p.strip() for p in _PIECES.split(m.text)) if p and p.rstrip(".") not in _NAME_SUFFIXES] or [
+            m.text
+        ]
 
     named = [m for m in mentions if not all(is_quantity(p) or not _name_words(p) for p in pieces(m))]
     is_local = {id(m): bool(m.resolved) or all(by_title(p) for p in pieces(m)) for m in named}
@@ -544,8 +582,11 @@ def missing_entities(
     subjects: set[int] = set()
     compared: set[int] = set()
     if subject_first and claim and items:
-        groups = _coordinated_groups(claim, [(m.start, m.end, is_local[id(m)], m) for m in named]
-                                     + [(s, e, True, None) for s, e in _title_anchors(claim, titles)])
+        groups = _coordinated_groups(
+            claim,
+            [(m.start, m.end, is_local[id(m)], m) for m in named]
+            + [(s, e, True, None) for s, e in _title_anchors(claim, titles)],
+        )
         if not groups:
             return []
         if not is_question(claim) and all(local for _, _, local, _ in groups[0]):
@@ -554,8 +595,13 @@ def missing_entities(
         # A comparison ("Are X and Y both ...?", "Who is older, X or Y?") is about each entity it compares: one
         # that the other's page merely mentions ("Lisa Raymond" in the intro of "Liezel Huber") still needs its own,
         # and a page of another thing of that name ("Marcy Playground (album)" for the band) is not it.
-        compared = {id(m) for group in groups if _is_compared(claim, group) for _, _, _, m in group
-                    if m is not None and not m.resolved and not all(by_title(p, own_words) for p in pieces(m))}
+        compared = {
+            id(m)
+            for group in groups
+            if _is_compared(claim, group)
+            for _, _, _, m in group
+            if m is not None and not m.resolved and not all(by_title(p, own_words) for p in pieces(m))
+        }
         subjects |= compared
 
     # Word sets of the evidence, for the text coverage below: built only past the subject-first check.
@@ -563,7 +609,11 @@ def missing_entities(
     lowered = [x.casefold() for _, x in items]
 
     def known(piece: str, m: Mention) -> bool:
-        if is_quantity(piece) or not _name_words(piece) or by_title(piece, own_words if id(m) in compared else title_words):
+        if (
+            is_quantity(piece)
+            or not _name_words(piece)
+            or by_title(piece, own_words if id(m) in compared else title_words)
+        ):
             return True
         if id(m) in subjects:  # the claim is about it: other pages mentioning it are not its page
             return False
@@ -600,8 +650,8 @@ def _joined_pairs(claim: str, named: Sequence[Mention]) -> dict[int, tuple[str, 
     out: dict[int, tuple[str, Mention, bool]] = {}
     ordered = sorted((m for m in named if not m.quoted), key=lambda m: m.start)
     for a, b in zip(ordered, ordered[1:]):
-        if claim[a.end:b.start] in NAME_JOINTS and len(a.text.split()) == 1 == len(b.text.split()):
-            name = claim[a.start:b.end]
+        if claim[a.end : b.start] in NAME_JOINTS and len(a.text.split()) == 1 == len(b.text.split()):
+            name = claim[a.start : b.end]
             out[id(a)] = (name, b, True)
             out[id(b)] = (name, a, False)
     return out

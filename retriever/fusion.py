@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from retriever.records import Hit
+from wikiground.records import Hit
 
 RRF_K = 60
 # Channel weights for RRF, chosen on the dev sets (fever_dev_vital, hotpotqa_dev_multihop; see
@@ -107,17 +107,3 @@ def fuse(
         pages.append(FusedPage(pid, page_score[pid], best, page_ranks[pid], plist))
     pages.sort(key=lambda p: (-p.score, p.page_id))
     return pages
-
-
-def fuse_passages(
-    results: Mapping[str, Sequence[Hit]],
-    *,
-    weights: Mapping[str, float] | None = None,
-    method: str = "rrf",
-    rrf_k: int = RRF_K,
-) -> list[FusedPassage]:
-    """Passage-level fusion (top-k passages rather than top-k pages)."""
-    pages = fuse(results, weights=weights, method=method, rrf_k=rrf_k)
-    flat = [p for page in pages for p in page.passages]
-    flat.sort(key=lambda p: (-p.score, p.passage_id))
-    return flat

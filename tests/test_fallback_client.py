@@ -10,12 +10,15 @@ import httpx
 import pytest
 
 from fallback.client import WikiApi
-from fallback.clock import FakeClock
-from fallback.fakewiki import FakePage, FakeWiki, pages_from_vital, stable_id
 from fallback.live import open_fallback
 from retriever import __version__
-from retriever.errors import (
-    ApiError, ContactRequiredError, ForbiddenHostError, RetryExhaustedError,
+from tests.support.clock import FakeClock
+from tests.support.fakewiki import FakePage, FakeWiki, pages_from_vital, stable_id
+from wikiground.errors import (
+    ApiError,
+    ContactRequiredError,
+    ForbiddenHostError,
+    RetryExhaustedError,
 )
 
 CONTACT = "https://example.org/wikiground-tests; tests@example.org"
@@ -30,11 +33,21 @@ def vital(shared_data):
 def corpus(vital) -> dict[str, FakePage]:
     pages = pages_from_vital(vital, limit=150)
     first = next(iter(pages))
-    pages[first] = replace(pages[first], redirects_from=("Redirect one", ("Redirect two", "History")),
-                           categories=tuple(f"Topic {i}" for i in range(25)), hidden_categories=("Hidden maint",))
+    pages[first] = replace(
+        pages[first],
+        redirects_from=("Redirect one", ("Redirect two", "History")),
+        categories=tuple(f"Topic {i}" for i in range(25)),
+        hidden_categories=("Hidden maint",),
+    )
     mercury = "Mercury"
-    pages[mercury] = FakePage(mercury, stable_id(mercury), 1, "Mercury may refer to:", is_disambiguation=True,
-                              options=("Mercury (planet)", "Mercury (element)"))
+    pages[mercury] = FakePage(
+        mercury,
+        stable_id(mercury),
+        1,
+        "Mercury may refer to:",
+        is_disambiguation=True,
+        options=("Mercury (planet)", "Mercury (element)"),
+    )
     return pages
 
 
@@ -74,8 +87,14 @@ def test_no_contact_refused_before_any_request(wiki, contact):
 def test_resolution_shapes(wiki, corpus):
     first = next(iter(corpus))
     api = make_api(wiki)
-    got = api.resolve(["redirect one", "Redirect two", "No such page xyz", "Mercury", first.lower(), "bad|title", "a[b]"])
-    assert got["redirect one"].title == first and got["redirect one"].redirected and got["redirect one"].pageid == corpus[first].pageid
+    got = api.resolve(
+        ["redirect one", "Redirect two", "No such page xyz", "Mercury", first.lower(), "bad|title", "a[b]"]
+    )
+    assert (
+        got["redirect one"].title == first
+        and got["redirect one"].redirected
+        and got["redirect one"].pageid == corpus[first].pageid
+    )
     assert got["Redirect two"].fragment == "History"
     assert got["No such page xyz"].missing and got["No such page xyz"].pageid is None
     assert got["Mercury"].is_disambiguation and not got[first.lower()].is_disambiguation
@@ -106,7 +125,9 @@ def test_non_json_bodies_are_errors_and_bounded(wiki, corpus):
 
 
 def test_http_error_status_not_retried(wiki):
-    api = WikiApi(api_url=wiki.api_url.replace("/w/api.php", "/nope.php"), contact=CONTACT, clock=FakeClock(), rate=1000)
+    api = WikiApi(
+        api_url=wiki.api_url.replace("/w/api.php", "/nope.php"), contact=CONTACT, clock=FakeClock(), rate=1000
+    )
     with pytest.raises(ApiError) as info:
         api.resolve(["X"])
     assert info.value.status == 404 and len(wiki.requests) == 1
@@ -233,12 +254,22 @@ def test_continue_cannot_rewrite_action_or_host():
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         if len(seen) == 1:
-            return httpx.Response(200, json={"continue": {"clcontinue": "1|X", "action": "parse", "format": "xml",
-                                                          "continue": "||"}, "query": {"pages": []}})
+            return httpx.Response(
+                200,
+                json={
+                    "continue": {"clcontinue": "1|X", "action": "parse", "format": "xml", "continue": "||"},
+                    "query": {"pages": []},
+                },
+            )
         return httpx.Response(200, json={"batchcomplete": True, "query": {"pages": []}})
 
-    api = WikiApi(api_url="https://wiki.test/w/api.php", contact=CONTACT, clock=FakeClock(), rate=1000,
-                  http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    api = WikiApi(
+        api_url="https://wiki.test/w/api.php",
+        contact=CONTACT,
+        clock=FakeClock(),
+        rate=1000,
+        http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+    )
     api.call_all({"action": "query", "titles": "X", "prop": "categories"})
     assert len(seen) == 2
     second = dict(seen[1].url.params)
@@ -282,8 +313,14 @@ def test_search_with_intros_reads_the_real_combined_answer(shared_data):
     recorded = shared_data / "mediawiki_api" / "search" / "android_prefixsearch_plus_search_suggestion_v2.json"
     body = json.loads(recorded.read_text(encoding="utf-8"))
     with httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json=body))) as http:
-        api = WikiApi(api_url="http://127.0.0.1:9/w/api.php", contact=CONTACT, http_client=http, clock=FakeClock(),
-                      rate=1000.0, cache_mode="off")
+        api = WikiApi(
+            api_url="http://127.0.0.1:9/w/api.php",
+            contact=CONTACT,
+            http_client=http,
+            clock=FakeClock(),
+            rate=1000.0,
+            cache_mode="off",
+        )
         result, intros = api.search_intros("aba", limit=10)
     assert result.suggestion == "ababa"
     assert [h.title for h in result.hits] == ["Abama Open de Canarias"]

@@ -9,17 +9,21 @@ import sys
 import httpx
 import pytest
 
-from fallback.fakewiki import FakeWiki, pages_from_vital
+from fallback.settings import FallbackSettings
 from retriever.api import Retriever, default_live_scorer
 from retriever.entities import Mention, is_quantity, missing_entities
+from tests.support.fakewiki import FakeWiki, pages_from_vital
 
 from .conftest import ROOT
 
 CONTACT = "tests@example.org"
 LOCAL = ["Aristotle", "Plato", "Athens", "Alexander the Great", "Philosophy", "Ancient Greece"]
 REMOTE_CLAIM = "There is a capital called Mogadishu."
-LOCAL_CLAIMS = ["Aristotle spent time in Athens.", "Plato lived in Athens around 400 BC.",
-                "Alexander the Great was tutored by Aristotle."]
+LOCAL_CLAIMS = [
+    "Aristotle spent time in Athens.",
+    "Plato lived in Athens around 400 BC.",
+    "Alexander the Great was tutored by Aristotle.",
+]
 
 
 class NoNetwork(httpx.BaseTransport):
@@ -61,8 +65,8 @@ def wiki(server_pages):
 
 
 def open_live(index, wiki, cache, **kw) -> Retriever:
-    return Retriever.open(index, on_the_fly=True, api_url=wiki.api_url, contact=CONTACT, cache_dir=cache,
-                          rate=1000, **kw)
+    settings = FallbackSettings(api_url=wiki.api_url, contact=CONTACT, cache_dir=cache, rate=1000)
+    return Retriever.open(index, on_the_fly=True, fallback=settings, **kw)
 
 
 def test_all_local_entities_make_zero_requests(local_index, wiki, tmp_path):
@@ -116,8 +120,10 @@ def test_replay_gives_identical_json_with_server_stopped(local_index, server_pag
         recorded = [_stable(r.search(c, 5)) for c in (REMOTE_CLAIM, *LOCAL_CLAIMS)]
         api_url = w.api_url
     assert recorded[0]["requests"] > 0
-    with Retriever.open(local_index, on_the_fly=True, api_url=api_url, cache_dir=cache, cache_mode="replay",
-                        http_client=httpx.Client(transport=NoNetwork())) as r:
+    settings = FallbackSettings(api_url=api_url, cache_dir=cache, cache_mode="replay")
+    with Retriever.open(
+        local_index, on_the_fly=True, fallback=settings, http_client=httpx.Client(transport=NoNetwork())
+    ) as r:
         replayed = [_stable(r.search(c, 5)) for c in (REMOTE_CLAIM, *LOCAL_CLAIMS)]
     for a, b in zip(recorded, replayed):
         a.pop("requests"), b.pop("requests"), a.pop("cache_hits"), b.pop("cache_hits")
@@ -125,9 +131,27 @@ def test_replay_gives_identical_json_with_server_stopped(local_index, server_pag
 
 
 def test_cli_on_the_fly(local_index, wiki, tmp_path):
-    cmd = [sys.executable, "-m", "retriever.query", "--index", str(local_index), "--k", "5", "--json", "--quiet",
-           "--on-the-fly", "--api-url", wiki.api_url, "--contact", CONTACT, "--cache", str(tmp_path / "cache"),
-           "--rate", "1000", REMOTE_CLAIM]
+    cmd = [
+        sys.executable,
+        "-m",
+        "retriever.query",
+        "--index",
+        str(local_index),
+        "--k",
+        "5",
+        "--json",
+        "--quiet",
+        "--on-the-fly",
+        "--api-url",
+        wiki.api_url,
+        "--contact",
+        CONTACT,
+        "--cache",
+        str(tmp_path / "cache"),
+        "--rate",
+        "1000",
+        REMOTE_CLAIM,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -144,6 +168,7 @@ def test_default_live_scorer_prefers_tfidf_and_falls_back_to_overlap(local_index
 
 
 # -- the missing-entity rule, on mentions alone ------------------------------------------------------------
+
 
 class _Res:  # a resolution stand-in: only its presence matters to missing_entities
     pass
@@ -224,8 +249,13 @@ def test_title_match_is_up_to_the_disambiguator_not_any_subset():
 def test_every_entity_a_question_compares_needs_its_own_page():
     # Real HotpotQA question; the local intro of one compared entity mentions the other in passing.
     claim = "Who has won more Grand Slam women's doubles titles, Lisa Raymond or Liezel Huber?"
-    covered = [("Liezel Huber", "Huber has won four Grand Slam titles in women's doubles with partner Cara Black, "
-                                "one with Lisa Raymond, and two mixed doubles titles with Bob Bryan.")]
+    covered = [
+        (
+            "Liezel Huber",
+            "Huber has won four Grand Slam titles in women's doubles with partner Cara Black, "
+            "one with Lisa Raymond, and two mixed doubles titles with Bob Bryan.",
+        )
+    ]
     ms = [at(claim, "Grand Slam", True), at(claim, "Lisa Raymond"), at(claim, "Liezel Huber", True)]
     assert missing_entities(ms, claim=claim, covered=covered) == ["Lisa Raymond"]
     # "both" makes "X and Y" a comparison too.
@@ -234,8 +264,12 @@ def test_every_entity_a_question_compares_needs_its_own_page():
     assert missing_entities(ms, claim=claim, covered=covered) == ["Lisa Raymond"]
     # A coordination that compares nothing is context: the mention in the local intro covers it.
     claim = "Which Grand Slam title did Liezel Huber win with Cara Black and Lisa Raymond?"
-    ms = [at(claim, "Grand Slam", True), at(claim, "Liezel Huber", True), at(claim, "Cara Black"),
-          at(claim, "Lisa Raymond")]
+    ms = [
+        at(claim, "Grand Slam", True),
+        at(claim, "Liezel Huber", True),
+        at(claim, "Cara Black"),
+        at(claim, "Lisa Raymond"),
+    ]
     assert missing_entities(ms, claim=claim, covered=covered) == []
     # Quoted titles coordinate like bare names.
     claim = 'Are both "Cooking Light" and "Vibe" magazines?'
@@ -252,8 +286,10 @@ def test_a_compared_entity_is_not_another_thing_of_its_name():
     ms = [at(claim, "The Futureheads"), at(claim, "Marcy Playground")]
     assert missing_entities(ms, claim=claim, covered=covered) == ["The Futureheads", "Marcy Playground"]
     claim = "Which band has more members, Kitchens of Distinction or Royal Blood?"
-    covered = [("Royal Blood (band)", "Royal Blood are an English rock duo."),
-               ("Kitchens of Distinction", "Kitchens of Distinction are an English band.")]
+    covered = [
+        ("Royal Blood (band)", "Royal Blood are an English rock duo."),
+        ("Kitchens of Distinction", "Kitchens of Distinction are an English band."),
+    ]
     ms = [at(claim, "Kitchens of Distinction", True), at(claim, "Royal Blood")]
     assert missing_entities(ms, claim=claim, covered=covered) == []
     # Outside a comparison the qualified title still names the page ("Big Stone Gap" ~ "Big Stone Gap (film)").
@@ -263,8 +299,11 @@ def test_a_compared_entity_is_not_another_thing_of_its_name():
 
 
 def test_a_title_match_keeps_the_function_words_a_name_capitalises():
-    covered = [("Camel", "A camel is an even-toed ungulate."), ("Tunnels & Trolls", "A role-playing game."),
-               ("I'd Come for You", "A single by Nickelback.")]
+    covered = [
+        ("Camel", "A camel is an even-toed ungulate."),
+        ("Tunnels & Trolls", "A role-playing game."),
+        ("I'd Come for You", "A single by Nickelback."),
+    ]
     # "Up" is part of the name "Camel Up" (a board game): the page "Camel" is not its page.
     assert missing_entities([m("Camel Up")], covered=covered) == ["Camel Up"]
     # Lower-case function words may differ or be missing from the name as written.
@@ -275,8 +314,8 @@ def test_live_bridges_fetch_the_second_hop_that_the_index_lacks(shared_data, tmp
     """Every entity of the question is local ("Ralph Hefferline"), so plain --on-the-fly asks nothing; with
     live_bridges the names in his page's closest sentence that resolve to no local page ("Columbia University")
     are asked for in one request, and the page found follows the local evidence."""
-    from fallback.fakewiki import pages_from_hotpot
     from indexer.build import build_index
+    from tests.support.fakewiki import pages_from_hotpot
 
     corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
     src = tmp_path / "local.jsonl"
@@ -306,17 +345,18 @@ def test_cli_live_bridges_needs_on_the_fly(local_index):
     assert proc.returncode == 2 and "--live-bridges" in proc.stderr
 
 
-
-MANAFORT_CLAIM = ("When was the American lawyer, lobbyist and political consultant who was a senior member of the "
-                  "presidential campaign of Donald Trump born?")
+MANAFORT_CLAIM = (
+    "When was the American lawyer, lobbyist and political consultant who was a senior member of the "
+    "presidential campaign of Donald Trump born?"
+)
 
 
 @pytest.fixture(scope="module")
 def hotpot_split(shared_data, tmp_path_factory):
     """Real HotpotQA pages: 300 in a local TF-IDF index, 300 others, the pages titled after Donald Trump (who has
     no page on either side) and "Paul Manafort" only behind the server."""
-    from fallback.fakewiki import pages_from_hotpot
     from indexer.build import build_index
+    from tests.support.fakewiki import pages_from_hotpot
 
     corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
     pages = pages_from_hotpot(corpus, limit=600)
@@ -363,4 +403,21 @@ def test_local_evidence_irrelevant_to_the_claim_comes_after_the_live_evidence(ho
     origins = [e.origin for e in res.evidence]
     weak = [i for i, (e, s) in enumerate(zip(res.evidence, scores)) if e.origin == "local" and s < fb.min_relevance]
     assert origins.count("live") >= 2 and weak
-    assert "live" not in origins[weak[0]:]
+    assert "live" not in origins[weak[0] :]
+
+
+def test_open_takes_fallback_settings_and_the_older_keywords_still_work(local_index, wiki, tmp_path):
+    with Retriever.open(
+        local_index,
+        on_the_fly=True,
+        fallback=FallbackSettings(api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path / "a", rate=1000),
+    ) as r:
+        assert r.fallback.api.api_url == wiki.api_url
+    with pytest.warns(DeprecationWarning, match="fallback=FallbackSettings"):
+        r = Retriever.open(
+            local_index, on_the_fly=True, api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path / "b", rate=1000
+        )
+    with r:
+        assert r.fallback.api.api_url == wiki.api_url and r.fallback.api.cache.root == tmp_path / "b"
+    with pytest.raises(TypeError, match="nonsense"):
+        Retriever.open(local_index, nonsense=1)

@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 
 from fallback.client import WikiApi
-from fallback.clock import FakeClock
-from fallback.fakewiki import FakePage, FakeWiki, pages_from_vital, stable_id
 from fallback.live import STATUS_FAILED, STATUS_FOUND, LiveFallback, chunk_text
 from fallback.relevance import FunctionScorer
+from tests.support.clock import FakeClock
+from tests.support.fakewiki import FakePage, FakeWiki, pages_from_vital, stable_id
 
 CONTACT = "tests@example.org"
 
@@ -20,12 +20,19 @@ CONTACT = "tests@example.org"
 @pytest.fixture(scope="module")
 def corpus(shared_data) -> dict[str, FakePage]:
     pages = pages_from_vital(shared_data / "corpora" / "vital_articles_summaries.json")
-    pages["Mercury"] = FakePage("Mercury", stable_id("Mercury"), 11, "Mercury commonly refers to:",
-                                is_disambiguation=True, options=("Mercury (element)", "Mercury (planet)"))
+    pages["Mercury"] = FakePage(
+        "Mercury",
+        stable_id("Mercury"),
+        11,
+        "Mercury commonly refers to:",
+        is_disambiguation=True,
+        options=("Mercury (element)", "Mercury (planet)"),
+    )
     # Intro alone lacks the claim's detail; the rest of the real lead is served as a later section.
     sentences = pages["Mogadishu"].intro.split(". ")
-    pages["Mogadishu"] = replace(pages["Mogadishu"], intro=sentences[0] + ".",
-                                 sections=(("History", ". ".join(sentences[1:])),))
+    pages["Mogadishu"] = replace(
+        pages["Mogadishu"], intro=sentences[0] + ".", sections=(("History", ". ".join(sentences[1:])),)
+    )
     pages["Aristotle"] = replace(pages["Aristotle"], see_also=("Plato",), categories=("Ancient Greek philosophers",))
     return pages
 
@@ -126,7 +133,8 @@ def test_pluggable_scorer_is_used(wiki):
         return [1.0 if "Somalia" in t else 0.0 for t in texts]
 
     result = fallback(wiki, scorer=FunctionScorer(score_texts), min_relevance=0.9).retrieve(
-        "There is a capital called Mogadishu.", ["Mogadishu"], k=3)
+        "There is a capital called Mogadishu.", ["Mogadishu"], k=3
+    )
     assert calls and all("Somalia" in e.evidence_text or e.title == "Somalia" for e in result.evidence)
 
 
@@ -135,7 +143,6 @@ def test_chunk_text_bounds():
     pieces = chunk_text(text, max_words=50)
     assert len(pieces) > 5 and all(len(p.split()) <= 55 for p in pieces)
     assert " ".join(pieces).split() == text.split()
-
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +170,7 @@ def test_search_folds_plurals_like_cirrussearch(small_wiki):
 
 def pages_fetched(shared_data, titles: list[str], claim: str, missing: list[str]) -> list[str]:
     """Titles of the pages a fallback run fetches from a FakeWiki holding these real HotpotQA pages."""
-    from fallback.fakewiki import pages_from_hotpot
+    from tests.support.fakewiki import pages_from_hotpot
 
     pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=titles)
     with FakeWiki(pages) as w:
@@ -173,12 +180,16 @@ def pages_fetched(shared_data, titles: list[str], claim: str, missing: list[str]
 def test_bridge_names_in_a_found_intro_are_fetched(shared_data):
     """A bridge claim names one page; the page names the answer ("founded by Henry J. Kaiser"). The names in
     the intro's sentences closest to the claim are resolved in one request; the scorer ranks what they find."""
-    from fallback.fakewiki import pages_from_hotpot
+    from tests.support.fakewiki import pages_from_hotpot
 
-    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
-                              titles=["Kaiser Ventures", "Henry J. Kaiser", "Korean War", "World War II"])
-    claim = ("Kaiser Ventures corporation was founded by an American industrialist who became known as the "
-             "father of modern American shipbuilding?")
+    pages = pages_from_hotpot(
+        shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
+        titles=["Kaiser Ventures", "Henry J. Kaiser", "Korean War", "World War II"],
+    )
+    claim = (
+        "Kaiser Ventures corporation was founded by an American industrialist who became known as the "
+        "father of modern American shipbuilding?"
+    )
     with FakeWiki(pages) as w:
         result = fallback(w).retrieve(claim, ["Kaiser Ventures"], k=5)
         titles = [e.title for e in result.evidence]
@@ -192,15 +203,16 @@ def test_a_bridge_page_is_evidence_even_when_its_intro_shares_few_words_with_the
     """The second hop answers the part of the question the first page does not: "Kelly Osbourne", named by the
     local page "2014 Young Hollywood Awards" ("Kelly Osbourne hosted the show"), shares only "British
     singer-songwriter" with the question, yet it is the page the question asks for."""
-    from fallback.fakewiki import pages_from_hotpot
+    from tests.support.fakewiki import pages_from_hotpot
 
     corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
     local = pages_from_hotpot(corpus, titles=["2014 Young Hollywood Awards"])["2014 Young Hollywood Awards"]
     remote = pages_from_hotpot(corpus, titles=["Kelly Osbourne", "Justin Bieber", "Vanessa Hudgens"])
     claim = "What British singer-songwriter hosted the 16th Annual Young Hollywood Awards?"
     with FakeWiki(remote) as w:
-        result = fallback(w).retrieve(claim, ["16th Annual Young Hollywood Awards"], k=5,
-                                      context=[(local.title, local.intro)])
+        result = fallback(w).retrieve(
+            claim, ["16th Annual Young Hollywood Awards"], k=5, context=[(local.title, local.intro)]
+        )
     assert "Kelly Osbourne" in [e.title for e in result.evidence]
     assert result.status == "EVIDENCE_FOUND_WIKIPEDIA"
     found = {e.title: e for e in result.evidence}
@@ -211,7 +223,7 @@ def test_a_bridge_page_is_evidence_even_when_its_intro_shares_few_words_with_the
 
 def test_bridge_names_in_the_local_context_are_fetched_with_the_same_request(shared_data):
     """When a claim is looked up anyway, the best local evidence is read for bridge names too."""
-    from fallback.fakewiki import pages_from_hotpot
+    from tests.support.fakewiki import pages_from_hotpot
 
     corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
     local = pages_from_hotpot(corpus, titles=["Ralph Hefferline"])["Ralph Hefferline"]
@@ -223,8 +235,11 @@ def test_bridge_names_in_the_local_context_are_fetched_with_the_same_request(sha
         n = len(w.requests)
         result = fallback(w).retrieve(claim, ["Muncie"], k=5, context=[(local.title, local.intro)])
         assert "Columbia University" in [p.title for p in result.pages]  # fetched; the scorer judges it
-        asked = [r.params["titles"].split("|") for r in requests_since(w, n)
-                 if "extracts" in r.params.get("prop", "") and "Columbia University" in r.params.get("titles", "")]
+        asked = [
+            r.params["titles"].split("|")
+            for r in requests_since(w, n)
+            if "extracts" in r.params.get("prop", "") and "Columbia University" in r.params.get("titles", "")
+        ]
         assert len(asked) == 1 and "Ralph Franklin Hefferline" in asked[0]  # all the bridge names in one request
 
 
@@ -233,11 +248,15 @@ def test_bridge_name_keeps_the_period_of_jr(shared_data):
     asked for under that title, and the page is fetched."""
     from retriever.entities import names_in
 
-    assert names_in("The songs are performed by pianist Harry Connick Jr., who won a Grammy Award.")[0] == \
-        "Harry Connick Jr."
+    assert (
+        names_in("The songs are performed by pianist Harry Connick Jr., who won a Grammy Award.")[0]
+        == "Harry Connick Jr."
+    )
     assert names_in("Warner Bros. released it in 1990")[0] == "Warner Bros."
-    claim = ('The songs from the soundtrack to "When Harry Met Sally... (soundtrack)" are performed by a singer '
-             "that has had how many top 20 US albums?")
+    claim = (
+        'The songs from the soundtrack to "When Harry Met Sally... (soundtrack)" are performed by a singer '
+        "that has had how many top 20 US albums?"
+    )
     soundtrack = "When Harry Met Sally... (soundtrack)"
     assert "Harry Connick Jr." in pages_fetched(shared_data, [soundtrack, "Harry Connick Jr."], claim, [soundtrack])
 
@@ -251,23 +270,27 @@ def test_bridge_place_name_is_asked_for_as_town_comma_region(shared_data):
     assert names.index("Southaven, Mississippi") < names.index("Southaven")
     assert {"Memphis", "Mississippi", "Landers Center"} <= set(names)
     claim = "The Memphis Hustle are based in a suburb of a city with a population of what in 2010?"
-    assert "Southaven, Mississippi" in pages_fetched(shared_data, ["Memphis Hustle", "Southaven, Mississippi"], claim,
-                                                     ["Memphis Hustle"])
+    assert "Southaven, Mississippi" in pages_fetched(
+        shared_data, ["Memphis Hustle", "Southaven, Mississippi"], claim, ["Memphis Hustle"]
+    )
 
 
 def test_bridge_names_inside_a_name_are_asked_for_too(shared_data):
-    """"created by Nick Park of Aardman Animations": the person and the company are names of their own, asked for
+    """ "created by Nick Park of Aardman Animations": the person and the company are names of their own, asked for
     in the same request as the whole span; a rank word before a name is dropped ("King George V" -> "George V")."""
     from retriever.entities import names_in
 
     names = names_in("a comedy series created by Nick Park of Aardman Animations.")
     assert names == ["Nick Park of Aardman Animations", "Nick Park", "Aardman Animations"]
     assert names_in("appointments by King George V to various orders") == ["King George V", "George V"]
-    assert names_in("at the University of Virginia and the Bank of America Plaza") == \
-        ["University of Virginia", "Bank of America Plaza"]  # one word before "of": one name, not split
+    assert names_in("at the University of Virginia and the Bank of America Plaza") == [
+        "University of Virginia",
+        "Bank of America Plaza",
+    ]  # one word before "of": one name, not split
     claim = "In which year was the King who made the 1925 Birthday Honours born?"
-    assert "George V" in pages_fetched(shared_data, ["1925 Birthday Honours", "George V"], claim,
-                                       ["1925 Birthday Honours"])
+    assert "George V" in pages_fetched(
+        shared_data, ["1925 Birthday Honours", "George V"], claim, ["1925 Birthday Honours"]
+    )
 
 
 def test_bridge_name_in_quotes_is_asked_for_as_one_title(shared_data):
@@ -275,21 +298,28 @@ def test_bridge_name_in_quotes_is_asked_for_as_one_title(shared_data):
     ("Read It", "Weep"), and the page under that title is fetched."""
     from retriever.entities import names_in
 
-    names = names_in('the Disney films "Stuck in the Suburbs" (2004) and "Read It and Weep" (2006), alongside Kay '
-                     'Panabaker')
+    names = names_in(
+        'the Disney films "Stuck in the Suburbs" (2004) and "Read It and Weep" (2006), alongside Kay Panabaker'
+    )
     assert names == ["Disney", "Stuck in the Suburbs", "Read It and Weep", "Kay Panabaker"]
     claim = "In which 2006 Disney film did Danielle Panabaker star alongside her younger sister?"
-    assert "Read It and Weep" in pages_fetched(shared_data, ["Danielle Panabaker", "Read It and Weep"], claim,
-                                               ["Danielle Panabaker"])
+    assert "Read It and Weep" in pages_fetched(
+        shared_data, ["Danielle Panabaker", "Read It and Weep"], claim, ["Danielle Panabaker"]
+    )
 
 
 def test_pages_the_claim_names_come_first_among_live_evidence(shared_data):
     """A page the claim names answers the claim's own entity: it comes before search hits that share more words
     with the claim ("Local H", whose intro says "American", after four "United States" pages)."""
-    from fallback.fakewiki import pages_from_hotpot
+    from tests.support.fakewiki import pages_from_hotpot
 
-    titles = ["Local H", "For Against", "United States Army", "Conscription in the United States",
-              "The Humane Society of the United States"]
+    titles = [
+        "Local H",
+        "For Against",
+        "United States Army",
+        "Conscription in the United States",
+        "The Humane Society of the United States",
+    ]
     pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=titles)
     claim = "Are Local H and For Against both from the United States?"
     with FakeWiki(pages) as w:
@@ -302,17 +332,22 @@ def test_pages_the_claim_names_come_first_among_live_evidence(shared_data):
 def test_a_bridge_page_already_fetched_by_a_search_is_evidence(shared_data):
     """The local page "SuperMansion" names its stars; the search for "Workaholics" has already fetched one of them,
     "Jillian Bell". Named by the bridge sentence, her page is a bridge page all the same: evidence whatever its score."""
-    from fallback.fakewiki import pages_from_hotpot
+    from tests.support.fakewiki import pages_from_hotpot
 
     corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
     local = pages_from_hotpot(corpus, titles=["SuperMansion"])["SuperMansion"]
     remote = pages_from_hotpot(corpus, titles=["Jillian Bell", "Bryan Cranston"])
     claim = "SuperMansion starred the actress who had a recurring role as whom on Workaholics?"
     with FakeWiki(remote) as w:
-        result = fallback(w, min_relevance=0.99).retrieve(claim, ["Workaholics"], k=5,
-                                                          context=[(local.title, local.intro)])
-        asked = [t for r in w.requests if "extracts" in r.params.get("prop", "") and "titles" in r.params
-                 for t in r.params["titles"].split("|")]
+        result = fallback(w, min_relevance=0.99).retrieve(
+            claim, ["Workaholics"], k=5, context=[(local.title, local.intro)]
+        )
+        asked = [
+            t
+            for r in w.requests
+            if "extracts" in r.params.get("prop", "") and "titles" in r.params
+            for t in r.params["titles"].split("|")
+        ]
     assert "Jillian Bell" in [e.title for e in result.evidence]
     assert "Jillian Bell" not in asked  # fetched once, with the search's hits, and not asked for again
     assert not [t for t in asked if ", " in t]  # a list of stars is no "Town, Region" pair
@@ -321,8 +356,8 @@ def test_a_bridge_page_already_fetched_by_a_search_is_evidence(shared_data):
 def test_the_first_hop_of_a_bridge_is_the_page_the_claim_names(shared_data):
     """The names for the second hop are read from the page the claim names ("127 Hours": "The film stars James
     Franco as Aron Ralston") before search hits that the scorer ranks higher (here: every other page)."""
-    from fallback.fakewiki import pages_from_hotpot
     from fallback.relevance import FunctionScorer
+    from tests.support.fakewiki import pages_from_hotpot
 
     titles = ["127 Hours", "James Franco", "Academy Award for Best Film Editing", "Danny Boyle"]
     pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=titles)
@@ -339,44 +374,58 @@ def test_an_office_before_a_bridge_name_is_dropped(shared_data):
     of nationality and the office before the name."""
     from retriever.entities import names_in
 
-    names = names_in("They were signed by Italian Prime Minister Benito Mussolini, Austrian Prime Minister "
-                     "Engelbert Dollfuss and Hungarian Prime Minister Gyula Gömbös.")
+    names = names_in(
+        "They were signed by Italian Prime Minister Benito Mussolini, Austrian Prime Minister "
+        "Engelbert Dollfuss and Hungarian Prime Minister Gyula Gömbös."
+    )
     assert {"Benito Mussolini", "Engelbert Dollfuss", "Gyula Gömbös"} <= set(names)
     assert "Minister Engelbert Dollfuss" not in names
     assert names_in("He met President Obama.") == ["President Obama"]  # one word left: no name of its own
     # Only a short run offers its first pair joined: a place, then its region ("Town, Region, Country").
     assert names_in("It lies in Casino, New South Wales, Australia.")[0] == "Casino, New South Wales"
     claim = "The Rome Protocols were signed by three Prime Ministers one of which was assassinated as part of what?"
-    assert "Engelbert Dollfuss" in pages_fetched(shared_data, ["Rome Protocols", "Engelbert Dollfuss"], claim,
-                                                 ["Rome Protocols", "Prime Ministers"])
+    assert "Engelbert Dollfuss" in pages_fetched(
+        shared_data, ["Rome Protocols", "Engelbert Dollfuss"], claim, ["Rome Protocols", "Prime Ministers"]
+    )
 
 
 def test_the_best_local_evidence_is_read_for_bridge_names_before_search_hits(shared_data, monkeypatch):
     """When no page the claim names was found ("Back", "Mono"), the best local evidence is the likelier first hop
     than keyword hits: its closest sentence ("The first track, 'To Know Him Is to Love Him' ...") is read before
     the hits' sentences fill the one request's titles."""
-    from fallback.fakewiki import pages_from_hotpot
+    from tests.support.fakewiki import pages_from_hotpot
 
     corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
     local = pages_from_hotpot(corpus, titles=["Back to Mono (1958–1969)"])["Back to Mono (1958–1969)"]
-    remote = pages_from_hotpot(corpus, titles=["Back to December", "Back Up, Dancer", "Back to the Beat (EP)",
-                                               "Motion City Soundtrack", "To Know Him Is to Love Him"])
-    claim = ("Who is the writer of this song that was inspired by words on a tombstone and was the first track on "
-             "the box set Back to Mono?")
+    remote = pages_from_hotpot(
+        corpus,
+        titles=[
+            "Back to December",
+            "Back Up, Dancer",
+            "Back to the Beat (EP)",
+            "Motion City Soundtrack",
+            "To Know Him Is to Love Him",
+        ],
+    )
+    claim = (
+        "Who is the writer of this song that was inspired by words on a tombstone and was the first track on "
+        "the box set Back to Mono?"
+    )
     # The keyword hits outscore everything else, as they did on the HotpotQA split (TF-IDF scorer), and their
     # sentences hold as many names as the request takes.
     monkeypatch.setattr("fallback.live.BRIDGE_TITLES", 14)
     scorer = FunctionScorer(lambda _claim, texts: [1.0 if t.startswith("Back") else 0.1 for t in texts])
     with FakeWiki(remote) as w:
-        result = fallback(w, scorer=scorer, min_relevance=0.5).retrieve(claim, ["Back", "Mono"], k=10,
-                                                                        context=[(local.title, local.intro)])
+        result = fallback(w, scorer=scorer, min_relevance=0.5).retrieve(
+            claim, ["Back", "Mono"], k=10, context=[(local.title, local.intro)]
+        )
     assert "To Know Him Is to Love Him" in [p.title for p in result.pages]
 
 
 def test_a_second_hop_alone_asks_only_for_names_the_local_index_lacks(shared_data):
     """``bridge`` reads the local evidence's closest sentences; the names ``known`` returns are not asked for, and
     when it knows them all no request is made."""
-    from fallback.fakewiki import pages_from_hotpot
+    from tests.support.fakewiki import pages_from_hotpot
 
     corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
     local = pages_from_hotpot(corpus, titles=["Ralph Hefferline"])["Ralph Hefferline"]
@@ -395,8 +444,12 @@ def test_a_second_hop_alone_asks_only_for_names_the_local_index_lacks(shared_dat
 def test_a_joined_name_with_a_page_replaces_its_words(shared_data):
     """ "Wolf and Sheep" is asked for beside "Wolf" and "Sheep" (one request): it has a page, so the words are no
     names of their own, neither kept nor searched for. Without that page, the words are looked up as usual."""
-    film = FakePage("Wolf and Sheep", stable_id("Wolf and Sheep"), 5,
-                    "Wolf and Sheep is a 2016 Afghan drama film directed by Shahrbanoo Sadat.")
+    film = FakePage(
+        "Wolf and Sheep",
+        stable_id("Wolf and Sheep"),
+        5,
+        "Wolf and Sheep is a 2016 Afghan drama film directed by Shahrbanoo Sadat.",
+    )
     wolf = FakePage("Wolf", stable_id("Wolf"), 6, "The wolf is a large canine native to Eurasia and North America.")
     claim = "Wolf and Sheep was screened at which 2016 film festival?"
     names = ["Wolf and Sheep", "Wolf", "Sheep"]
@@ -405,7 +458,9 @@ def test_a_joined_name_with_a_page_replaces_its_words(shared_data):
         first = w.requests[0].params["titles"].split("|")
         searched = [q.params.get("srsearch") for q in w.requests if "srsearch" in q.params]
     assert first == names
-    assert [e.title for e in result.evidence][:1] == ["Wolf and Sheep"] and "Wolf" not in [e.title for e in result.evidence]
+    assert [e.title for e in result.evidence][:1] == ["Wolf and Sheep"] and "Wolf" not in [
+        e.title for e in result.evidence
+    ]
     assert "Sheep" not in searched and "Wolf and Sheep" not in searched
     with FakeWiki({"Wolf": wolf}) as w:
         result = fallback(w).retrieve(claim, names, k=5)
@@ -427,4 +482,5 @@ def test_keyword_planner_asks_for_the_rarest_words_then_those_outside_the_names(
     # Without scores: the claim's first keywords, then their first half.
     plain = KeywordPlanner()
     assert plain.queries(claim, ["Silverdale"], attempt=1, state=ClaimState(claim)) == [
-        "german project recorded song featured vocals duo silverdale"]
+        "german project recorded song featured vocals duo silverdale"
+    ]

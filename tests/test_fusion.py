@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from retriever.fusion import fuse, fuse_passages
-from retriever.records import Hit
+from retriever.fusion import fuse
+from wikiground.records import Hit
 
 
 def hits(channel: str, items: list[tuple[int, int, float]]) -> list[Hit]:
@@ -58,4 +58,4 @@ def test_title_match_carried_to_representative_passage():
 def test_empty_and_passage_level():
     assert fuse({}) == [] and fuse({"bm25": []}) == []
     res = {"bm25": hits("bm25", [(10, 1, 9.0), (11, 1, 8.0), (20, 2, 7.0)])}
-    assert [p.passage_id for p in fuse_passages(res)] == [10, 11, 20]
+    assert [p.passage_id for p in fuse(res)[0].passages] == [10, 11]

@@ -13,9 +13,9 @@ import sys
 import duckdb
 import pytest
 
-from tests.conftest import DUMPS, GENSIM_DUMP, ROOT, SHARED
 from indexer.build import build_index
 from indexer.schema import TABLES
+from tests.conftest import DUMPS, GENSIM_DUMP, ROOT, SHARED
 
 LTG = DUMPS / "dumpster-dive-smallwiki-ltgwiki-pages-articles.xml.bz2"
 WIKIBRAIN = DUMPS / "wikibrain-en_test.xml"
@@ -41,8 +41,12 @@ def table_dump(path):
     con = duckdb.connect(str(path / "wiki.duckdb"), read_only=True)
     try:
         # source_file names the input, which differs between equivalent inputs.
-        return {t: con.execute(f"SELECT * {'EXCLUDE (source_file)' if t == 'pages' else ''} FROM {t} ORDER BY ALL"
-                               ).fetchall() for t in TABLES}
+        return {
+            t: con.execute(
+                f"SELECT * {'EXCLUDE (source_file)' if t == 'pages' else ''} FROM {t} ORDER BY ALL"
+            ).fetchall()
+            for t in TABLES
+        }
     finally:
         con.close()
 
@@ -50,10 +54,10 @@ def table_dump(path):
 def split_dump(xml: str, parts: int) -> list[str]:
     """A dump split at page boundaries into ``parts`` valid dumps (header repeated)."""
     head_end = xml.index("<page>")
-    head, body = xml[:head_end], xml[head_end:xml.rindex("</mediawiki>")]
+    head, body = xml[:head_end], xml[head_end : xml.rindex("</mediawiki>")]
     pages = re.findall(r"<page>.*?</page>\s*", body, flags=re.S)
     size = -(-len(pages) // parts)
-    return [head + "".join(pages[i:i + size]) + "</mediawiki>\n" for i in range(0, len(pages), size)]
+    return [head + "".join(pages[i : i + size]) + "</mediawiki>\n" for i in range(0, len(pages), size)]
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +74,13 @@ def test_namespace_filter_on_a_complete_small_wiki(tmp_path):
     wanted = (0, 4, 14)
     out = tmp_path / "ltg"
     manifest = build_index([LTG], out, indexes=(), namespaces=wanted)
-    got = dict(query(out, "SELECT namespace, count(*) FROM (SELECT namespace FROM pages UNION ALL "
-                          "SELECT namespace FROM redirects) GROUP BY 1"))
+    got = dict(
+        query(
+            out,
+            "SELECT namespace, count(*) FROM (SELECT namespace FROM pages UNION ALL "
+            "SELECT namespace FROM redirects) GROUP BY 1",
+        )
+    )
     assert set(got) <= set(wanted)
     skipped = manifest["pages_skipped_empty"] + manifest["pages_failed"]
     for ns in wanted:
@@ -111,7 +120,7 @@ def test_gzip_and_multistream_bz2_equal_the_original(tmp_path, gensim_xml, gensi
     # Multistream: the same XML cut in two byte ranges, each its own bz2 stream, concatenated.
     data = gensim_xml.encode()
     multi = tmp_path / "dump-multistream.xml.bz2"
-    multi.write_bytes(bz2.compress(data[: len(data) // 2]) + bz2.compress(data[len(data) // 2:]))
+    multi.write_bytes(bz2.compress(data[: len(data) // 2]) + bz2.compress(data[len(data) // 2 :]))
     for path in (gz, multi):
         out = tmp_path / path.name.split(".")[0]
         manifest = build_index([path], out, indexes=(), workers=1)
@@ -123,8 +132,11 @@ def test_several_inputs_and_folder_of_numbered_parts(tmp_path, gensim_xml, gensi
     folder = tmp_path / "parts"
     folder.mkdir()
     parts = split_dump(gensim_xml, 3)
-    names = ["enwiki-pages-articles1.xml-p1p300.bz2", "enwiki-pages-articles2.xml-p301p600.bz2",
-             "enwiki-pages-articles10.xml-p601p900.bz2"]
+    names = [
+        "enwiki-pages-articles1.xml-p1p300.bz2",
+        "enwiki-pages-articles2.xml-p301p600.bz2",
+        "enwiki-pages-articles10.xml-p601p900.bz2",
+    ]
     for name, part in zip(names, parts):
         (folder / name).write_bytes(bz2.compress(part.encode()))
     (folder / "README.txt").write_text("not an input")
@@ -136,8 +148,9 @@ def test_several_inputs_and_folder_of_numbered_parts(tmp_path, gensim_xml, gensi
     both = tmp_path / "both"
     manifest = build_index([WIKIBRAIN, W2V], both, indexes=(), workers=1)
     assert len(manifest["inputs"]) == 2
-    assert count(both, "pages") == manifest["inputs"][0]["pages_kept"] + manifest["inputs"][1]["pages_kept"] \
-        - count(both, "redirects")
+    assert count(both, "pages") == manifest["inputs"][0]["pages_kept"] + manifest["inputs"][1]["pages_kept"] - count(
+        both, "redirects"
+    )
     assert {r[0] for r in query(both, "SELECT DISTINCT source_file FROM pages")} == {WIKIBRAIN.name, W2V.name}
 
 
@@ -150,7 +163,9 @@ def test_determinism_across_worker_counts(tmp_path, gensim_store):
     assert table_dump(out) == reference
     assert table_dump(two) == reference
     # Row order matters too: passage ids are dense in build order.
-    assert query(out, "SELECT passage_id, page_id FROM passages") == query(two, "SELECT passage_id, page_id FROM passages")
+    assert query(out, "SELECT passage_id, page_id FROM passages") == query(
+        two, "SELECT passage_id, page_id FROM passages"
+    )
 
 
 def _hotpot_records(n=40):
@@ -170,8 +185,12 @@ def test_jsonl_hotpotqa_abstracts(tmp_path, caplog):
     assert count(out, "pages") == len(records)
     assert count(out, "sentences") == sum(len(r["sentences"]) for r in records)
     for record in records[:10]:
-        rows = query(out, """SELECT s.page_sentence_index, s.text FROM sentences s JOIN passages p USING (passage_id)
-                             JOIN pages g USING (page_id) WHERE g.title = ? ORDER BY 1""", record["title"])
+        rows = query(
+            out,
+            """SELECT s.page_sentence_index, s.text FROM sentences s JOIN passages p USING (passage_id)
+                             JOIN pages g USING (page_id) WHERE g.title = ? ORDER BY 1""",
+            record["title"],
+        )
         assert [r[1] for r in rows] == [s.strip() for s in record["sentences"]]
         assert [r[0] for r in rows] == list(range(len(record["sentences"])))
     lead = query(out, "SELECT lead FROM pages WHERE title = ?", records[1]["title"])[0][0]
@@ -188,14 +207,23 @@ def test_jsonl_fever_wiki_pages_keep_sentence_ids(tmp_path):
         # FEVER keeps empty lines as ids with no text: drop sentence 1 to get a gap in the ids.
         sents = [s.strip() for s in r["sentences"]]
         rows = [f"{i}\t{'' if i == 1 else s}\tlink" for i, s in enumerate(sents)]
-        lines.append(json.dumps({"id": r["title"].replace(" ", "_"), "text": " ".join(sents), "lines": "\n".join(rows)}))
+        lines.append(
+            json.dumps({"id": r["title"].replace(" ", "_"), "text": " ".join(sents), "lines": "\n".join(rows)})
+        )
     src.write_bytes(bz2.compress(("\n".join(lines) + "\n").encode()))
     out = tmp_path / "fever"
     manifest = build_index([src], out, indexes=(), workers=1)
     assert manifest["inputs"][0]["format"] == "jsonl:fever-wiki-pages"
     multi = next(r for r in records if len(r["sentences"]) >= 3)
-    ids = [r[0] for r in query(out, """SELECT s.page_sentence_index FROM sentences s JOIN passages USING (passage_id)
-                                       JOIN pages g USING (page_id) WHERE g.title = ? ORDER BY 1""", multi["title"])]
+    ids = [
+        r[0]
+        for r in query(
+            out,
+            """SELECT s.page_sentence_index FROM sentences s JOIN passages USING (passage_id)
+                                       JOIN pages g USING (page_id) WHERE g.title = ? ORDER BY 1""",
+            multi["title"],
+        )
+    ]
     assert ids == [0] + list(range(2, len(multi["sentences"])))
 
 
@@ -207,8 +235,12 @@ def test_jsonl_kilt_and_title_text_and_json_object(tmp_path):
         for i, v in enumerate(items):
             paragraphs = [p for p in v["extract"].split(". ") if p]
             half = max(1, len(paragraphs) // 2)
-            text = [v["title"] + "\n", ". ".join(paragraphs[:half]) + ".\n", "Section::::Overview.\n",
-                    ". ".join(paragraphs[half:]) + "\n"]
+            text = [
+                v["title"] + "\n",
+                ". ".join(paragraphs[:half]) + ".\n",
+                "Section::::Overview.\n",
+                ". ".join(paragraphs[half:]) + "\n",
+            ]
             f.write(json.dumps({"wikipedia_id": str(1000 + i), "wikipedia_title": v["title"], "text": text}) + "\n")
     out = tmp_path / "kilt"
     manifest = build_index([kilt], out, indexes=(), workers=1)
@@ -219,8 +251,9 @@ def test_jsonl_kilt_and_title_text_and_json_object(tmp_path):
     assert count(out, "passages", "heading_path = 'Overview'") >= 20
 
     tt = tmp_path / "title-text.jsonl.gz"
-    tt.write_bytes(gzip.compress("".join(
-        json.dumps({"title": v["title"], "text": v["extract"]}) + "\n" for v in items).encode()))
+    tt.write_bytes(
+        gzip.compress("".join(json.dumps({"title": v["title"], "text": v["extract"]}) + "\n" for v in items).encode())
+    )
     obj = tmp_path / "vital.json"
     obj.write_text(json.dumps({v["title"]: v for v in items[:10]}))
     out2 = tmp_path / "tt"
@@ -235,9 +268,28 @@ def test_jsonl_kilt_and_title_text_and_json_object(tmp_path):
 
 def test_cli_build(tmp_path):
     out = tmp_path / "cli"
-    proc = subprocess.run([sys.executable, "-m", "indexer", "build", "--dump", str(W2V), "--dump", str(WIKIBRAIN),
-                           "--out", str(out), "--indexes", "none", "--workers", "1"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "indexer",
+            "build",
+            "--dump",
+            str(W2V),
+            "--dump",
+            str(WIKIBRAIN),
+            "--out",
+            str(out),
+            "--indexes",
+            "none",
+            "--workers",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "detected MediaWiki XML dump" in proc.stderr
     assert "pages" in proc.stdout
@@ -245,8 +297,25 @@ def test_cli_build(tmp_path):
     assert [i["name"] for i in manifest["inputs"]] == [W2V.name, WIKIBRAIN.name]
     assert not list(tmp_path.glob(".cli.tmp-*"))
     # Rebuilding replaces the folder atomically.
-    proc = subprocess.run([sys.executable, "-m", "indexer", "build", "--dump", str(W2V), "--out", str(out),
-                           "--indexes", "none", "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "indexer",
+            "build",
+            "--dump",
+            str(W2V),
+            "--out",
+            str(out),
+            "--indexes",
+            "none",
+            "--quiet",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     assert [i["name"] for i in json.loads((out / "manifest.json").read_text())["inputs"]] == [W2V.name]
@@ -256,9 +325,11 @@ def test_cli_build(tmp_path):
 def test_see_also_links_inside_layout_templates():
     from indexer.wikitext import parse_wikitext
 
-    page = parse_wikitext("Lead.\n== See also ==\n* [[Alpha]]\n{{Some layout|col1=\n* [[Beta]]\n"
-                          "* [[File:X.png|thumb]]\n|col2={{nested|[[gamma ray|Gamma]]}}}}\n"
-                          "=== More ===\n{{Box|[[Delta]]}}\n== References ==\n{{Other|[[Not this]]}}\n")
+    page = parse_wikitext(
+        "Lead.\n== See also ==\n* [[Alpha]]\n{{Some layout|col1=\n* [[Beta]]\n"
+        "* [[File:X.png|thumb]]\n|col2={{nested|[[gamma ray|Gamma]]}}}}\n"
+        "=== More ===\n{{Box|[[Delta]]}}\n== References ==\n{{Other|[[Not this]]}}\n"
+    )
     assert page.see_also == ("Alpha", "Beta", "Gamma ray", "Delta")
 
 
@@ -267,7 +338,7 @@ def test_multistream_bz2_decompressed_by_the_pool_equals_the_original(tmp_path, 
     head_end = gensim_xml.index("<page>")
     tail_at = gensim_xml.rindex("</mediawiki>")
     pages = re.findall(r"<page>.*?</page>\s*", gensim_xml[head_end:tail_at], flags=re.S)
-    streams = [gensim_xml[:head_end]] + ["".join(pages[i:i + 20]) for i in range(0, len(pages), 20)]
+    streams = [gensim_xml[:head_end]] + ["".join(pages[i : i + 20]) for i in range(0, len(pages), 20)]
     multi = tmp_path / "enwiki-multistream.xml.bz2"
     multi.write_bytes(b"".join(bz2.compress(s.encode()) for s in streams + [gensim_xml[tail_at:]]))
     out = tmp_path / "multi"
@@ -277,10 +348,11 @@ def test_multistream_bz2_decompressed_by_the_pool_equals_the_original(tmp_path, 
     assert manifest["inputs"][0]["siteinfo"]["dbname"] == "enwiki"
     # A damaged stream in the middle names the file and the stream's compressed offset.
     data = bytearray(multi.read_bytes())
-    data[len(data) // 2: len(data) // 2 + 64] = bytes(64)
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)
     bad = tmp_path / "bad-multistream.xml.bz2"
     bad.write_bytes(bytes(data))
-    from retriever.errors import InputError
+    from wikiground.errors import InputError
+
     with pytest.raises(InputError) as info:
         build_index([bad], tmp_path / "bad", indexes=(), workers=2)
     assert bad.name in str(info.value) and "(compressed)" in info.value.where
@@ -294,7 +366,7 @@ def test_multistream_bz2_decompressed_by_the_pool_equals_the_original(tmp_path, 
 @pytest.mark.parametrize("chunk_bytes", [1, 20_000, 300_000])
 def test_xml_chunks_report_errors_at_the_original_line(tmp_path, gensim_xml, chunk_bytes):
     from indexer.readers import InputReader, XmlChunk, parse_xml_chunk
-    from retriever.errors import InputError
+    from wikiground.errors import InputError
 
     good = InputReader(GENSIM_DUMP)
     titles = []

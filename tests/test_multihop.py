@@ -59,8 +59,17 @@ def test_bridge_page_found_through_first_page(retriever):
 def test_parameters_bound_queries_and_results(retriever):
     from retriever.multihop import MultiHopParams, MultiHopRetriever
 
-    p = MultiHopParams(hops=2, semantic_queries=1, semantic_k=2, entity_queries=1, entity_k=1,
-                       attribute_queries=2, attribute_k=1, final_k=4, claim_k=3)
+    p = MultiHopParams(
+        hops=2,
+        semantic_queries=1,
+        semantic_k=2,
+        entity_queries=1,
+        entity_k=1,
+        attribute_queries=2,
+        attribute_k=1,
+        final_k=4,
+        claim_k=3,
+    )
     res = MultiHopRetriever(retriever, params=p).search(BRIDGE_CLAIM)
     d = res.to_dict("x")
     assert set(d) >= {"id", "query", "status", "evidence", "hops"} and d["id"] == "x"
@@ -91,8 +100,8 @@ def test_deterministic(retriever):
 
 
 def test_bad_params_and_empty_claim(retriever):
-    from retriever.errors import ConfigError
     from retriever.multihop import MultiHopParams, MultiHopRetriever
+    from wikiground.errors import ConfigError
 
     with pytest.raises(ConfigError, match="hops"):
         MultiHopParams(hops=0)
@@ -130,9 +139,9 @@ class FakeLM:
 
 
 def test_llm_planner_with_fake_lm_records_and_replays(retriever, tmp_path):
-    from retriever.errors import CacheMissError
     from retriever.multihop import MultiHopParams, MultiHopRetriever
     from retriever.multihop.llm import CachedLM, LLMPlanner
+    from wikiground.errors import CacheMissError
 
     params = MultiHopParams(final_k=5, hops=2)
     fake = FakeLM()
@@ -165,13 +174,22 @@ def test_cli_multihop(index, capsys):
 def test_multihop_with_on_the_fly_looks_up_only_what_the_index_lacks(index, shared_data, tmp_path):
     """With ``on_the_fly`` the hops' local evidence is the context of the live fallback: a name the fragment
     lacks ("Socrates") is fetched live; a claim whose entities are all local makes no request."""
-    from fallback.fakewiki import FakeWiki, pages_from_vital
+    from fallback.settings import FallbackSettings
     from retriever.api import Retriever
     from retriever.multihop import MultiHopParams, MultiHopRetriever
+    from tests.support.fakewiki import FakeWiki, pages_from_vital
 
     pages = pages_from_vital(shared_data / "corpora" / "vital_articles_summaries.json", titles=["Socrates", "Plato"])
-    with FakeWiki(pages) as w, Retriever.open(index, on_the_fly=True, api_url=w.api_url, contact="tests@example.org",
-                                              cache_dir=tmp_path / "cache", rate=1000) as r:
+    with (
+        FakeWiki(pages) as w,
+        Retriever.open(
+            index,
+            on_the_fly=True,
+            fallback=FallbackSettings(
+                api_url=w.api_url, contact="tests@example.org", cache_dir=tmp_path / "cache", rate=1000
+            ),
+        ) as r,
+    ):
         mh = MultiHopRetriever(r, params=MultiHopParams(final_k=5, hops=2))
         local = mh.search(BRIDGE_CLAIM).to_dict()
         assert local["requests"] == 0 and local["missing_entities"] == [] and not w.requests

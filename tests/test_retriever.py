@@ -5,14 +5,25 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, SHARED
 
 GENSIM = "gensim-enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-BAD_QUERIES = ['"', "a:b", "((", "AND", "-", "*", "", "   ", "Zürich 東京 — “quoted”", "title:(x OR y) AND -z*", "x " * 6000]
+BAD_QUERIES = [
+    '"',
+    "a:b",
+    "((",
+    "AND",
+    "-",
+    "*",
+    "",
+    "   ",
+    "Zürich 東京 — “quoted”",
+    "title:(x OR y) AND -z*",
+    "x " * 6000,
+]
 
 
 def fixture_claims() -> list[dict]:
@@ -49,7 +60,9 @@ def test_each_channel_finds_gold_pages(retriever, channel):
 
 def test_fused_finds_gold_at_top(retriever):
     claims = fixture_claims()
-    top1 = sum(_page_rank([e.title for e in retriever.search(c["claim"], 5).evidence], c["gold_titles"]) == 1 for c in claims)
+    top1 = sum(
+        _page_rank([e.title for e in retriever.search(c["claim"], 5).evidence], c["gold_titles"]) == 1 for c in claims
+    )
     assert top1 / len(claims) >= 0.9
 
 
@@ -59,7 +72,19 @@ def test_evidence_json_shape(retriever):
     ev = res["evidence"]
     assert 1 <= len(ev) <= 5
     first = ev[0]
-    for key in ("title", "page_id", "passage_id", "section", "evidence_text", "source", "score", "ranks", "url", "rev_id", "origin"):
+    for key in (
+        "title",
+        "page_id",
+        "passage_id",
+        "section",
+        "evidence_text",
+        "source",
+        "score",
+        "ranks",
+        "url",
+        "rev_id",
+        "origin",
+    ):
         assert key in first, key
     assert first["title"] == "Aristotle"
     assert first["origin"] == "local" and first["source"] in ("text", "table", "info")
@@ -92,7 +117,7 @@ def test_redirects_resolve_through_title_channel(retriever):
 
 
 def test_a_disambiguation_page_ranks_below_the_entity_in_the_title_channel(retriever):
-    """"Ada" (a disambiguation page in the fragment) resolves, flagged, and scores below an entity named with it."""
+    """ "Ada" (a disambiguation page in the fragment) resolves, flagged, and scores below an entity named with it."""
     store = retriever.store
     assert store.resolve_title("Ada").is_disambiguation and store.resolve_title("ada").is_disambiguation
     assert not store.resolve_title("Aristotle").is_disambiguation
@@ -120,7 +145,7 @@ def test_fusion_methods_and_weights(retriever):
 
 def test_missing_index_gives_clear_error(gensim_store):
     from retriever.api import Retriever
-    from retriever.errors import IndexMissingError
+    from wikiground.errors import IndexMissingError
 
     with pytest.raises(IndexMissingError, match=r"--indexes bm25"):
         Retriever.open(gensim_store, channels="bm25")
@@ -133,11 +158,22 @@ def test_missing_index_gives_clear_error(gensim_store):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "retriever.query", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "retriever.query", *args], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
 
 
 def test_cli_json_table_and_batch(gensim_index, tmp_path):
-    p = _cli("--index", str(gensim_index), "--k", "3", "--indexes", "bm25,title", "--json", "Arthur Schopenhauer was a German philosopher.")
+    p = _cli(
+        "--index",
+        str(gensim_index),
+        "--k",
+        "3",
+        "--indexes",
+        "bm25,title",
+        "--json",
+        "Arthur Schopenhauer was a German philosopher.",
+    )
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["evidence"][0]["title"] == "Arthur Schopenhauer"
@@ -147,7 +183,9 @@ def test_cli_json_table_and_batch(gensim_index, tmp_path):
     assert p.returncode == 0 and "Aristotle" in p.stdout and "score" in p.stdout
 
     queries = tmp_path / "q.jsonl"
-    queries.write_text('{"id": "a", "claim": "Aristotle spent time in Athens."}\n{"id": 2, "question": "Who was Aldous Huxley?"}\n')
+    queries.write_text(
+        '{"id": "a", "claim": "Aristotle spent time in Athens."}\n{"id": 2, "question": "Who was Aldous Huxley?"}\n'
+    )
     outf = tmp_path / "out.jsonl"
     p = _cli("--index", str(gensim_index), "--k", "4", "--queries", str(queries), "--out", str(outf), "--quiet")
     assert p.returncode == 0, p.stderr
@@ -170,7 +208,7 @@ def test_cli_errors(gensim_store, tmp_path):
 
 def test_import_is_light():
     code = (
-        "import sys, retriever, retriever.api, retriever.query, retriever.fusion, retriever.store;"
+        "import sys, retriever, retriever.api, retriever.query, retriever.fusion, indexer.store;"
         "heavy = [m for m in ('jnius', 'torch', 'faiss', 'sklearn', 'sentence_transformers', 'pyserini') if m in sys.modules];"
         "assert not heavy, heavy"
     )

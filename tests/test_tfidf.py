@@ -26,8 +26,10 @@ def make_store(path: Path, *, n: int = N_PASSAGES, step: int = STEP) -> list[dic
     con.execute(DDL)
     con.executemany(
         "INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        [(i, 5000 + i, 0, " ".join(s.strip() for s in r["sentences"]), r["title"], "", "text", 0)
-         for i, r in enumerate(recs)],
+        [
+            (i, 5000 + i, 0, " ".join(s.strip() for s in r["sentences"]), r["title"], "", "text", 0)
+            for i, r in enumerate(recs)
+        ],
     )
     con.close()
     return recs
@@ -35,7 +37,7 @@ def make_store(path: Path, *, n: int = N_PASSAGES, step: int = STEP) -> list[dic
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from retriever.backends import tfidf
+    from backends import tfidf
 
     root = tmp_path_factory.mktemp("tfidf")
     recs = make_store(root / "wiki.duckdb")
@@ -45,9 +47,9 @@ def built(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def backend(built):
-    from retriever.backends import tfidf
+    from backends import tfidf
 
-    return tfidf.open(built[0] / "tfidf")
+    return tfidf.load(built[0] / "tfidf")
 
 
 def test_manifest_entry(built):
@@ -63,7 +65,7 @@ def test_query_vector_matches_sklearn(built, backend):
     """The query side (vocabulary.json + idf.npy, no pickle) equals a fitted TfidfVectorizer's transform."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    from retriever.encoder import passage_text
+    from backends.encoder import passage_text
 
     root, recs, _ = built
     docs = [passage_text(r["title"], "", " ".join(s.strip() for s in r["sentences"])) for r in recs]
@@ -72,7 +74,11 @@ def test_query_vector_matches_sklearn(built, backend):
     p["dtype"] = np.float32
     vec = TfidfVectorizer(**p).fit(docs)
     assert vec.vocabulary_ == backend.vocabulary
-    for query in ["Who founded Pershing Square Capital Management?", "Båstad clay courts tennis 1972", recs[7]["sentences"][0]]:
+    for query in [
+        "Who founded Pershing Square Capital Management?",
+        "Båstad clay courts tennis 1972",
+        recs[7]["sentences"][0],
+    ]:
         want = vec.transform([query]).toarray()[0]
         cols, weights = backend.vectorize(query)
         got = np.zeros_like(want)
@@ -126,9 +132,15 @@ def test_k_and_odd_input(backend):
 
 
 def test_score_texts(backend):
-    scores = backend.score_texts("hedge fund Bill Ackman",
-                                 ["Pershing Square is a hedge fund founded by Bill Ackman.",
-                                  "Apiaceae is a family of flowering plants.", "", "!!"])
+    scores = backend.score_texts(
+        "hedge fund Bill Ackman",
+        [
+            "Pershing Square is a hedge fund founded by Bill Ackman.",
+            "Apiaceae is a family of flowering plants.",
+            "",
+            "!!",
+        ],
+    )
     assert scores[0] > 0.3 and scores[1] == 0.0 and scores[2:] == [0.0, 0.0]
     assert backend.score_texts("", ["anything"]) == [0.0]
     assert backend.score_texts("hedge fund", []) == []
@@ -151,23 +163,23 @@ def test_plain_files_no_pickle(built):
 
 
 def test_missing_and_corrupt(tmp_path, built):
-    from retriever.backends import tfidf
-    from retriever.errors import IndexCorruptError, IndexMissingError
+    from backends import tfidf
+    from wikiground.errors import IndexCorruptError, IndexMissingError
 
     with pytest.raises(IndexMissingError):
-        tfidf.open(tmp_path)
+        tfidf.load(tmp_path)
     import shutil
 
     copy = tmp_path / "tfidf"
     shutil.copytree(built[0] / "tfidf", copy)
     (copy / "idf.npy").write_bytes(b"not a numpy file")
     with pytest.raises(IndexCorruptError, match="idf|unreadable"):
-        tfidf.open(copy)
+        tfidf.load(copy)
 
 
 def test_backend_imports_are_lazy():
     code = (
-        "import sys, retriever.backends.dense, retriever.backends.tfidf, indexer.embed, retriever.encoder\n"
+        "import sys, backends.dense, backends.tfidf, backends.dense.embed, backends.encoder, indexer.embed\n"
         "heavy = [m for m in ('torch', 'faiss', 'sklearn', 'sentence_transformers', 'transformers', 'onnxruntime') "
         "if m in sys.modules]\n"
         "print(','.join(heavy))\n"

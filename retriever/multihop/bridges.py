@@ -10,10 +10,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from indexer.store import Store
 from retriever.entities import find_mentions
 from retriever.multihop.terms import coverage
-from retriever.store import Store
-from retriever.text import normalize_title
+from wikiground.text import normalize_title
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _VALUE_SPLIT = re.compile(r"\s*(?:[,;/\n•]|\band\b|\bor\b)\s*")
@@ -47,7 +47,11 @@ def _context(sents: Sequence[str], needle: str) -> str | None:
 
 
 def find_bridges(
-    store: Store, parents: Sequence[tuple[int, str, str]], claim_words: Sequence[str], *, idf: dict[str, float] | None = None,
+    store: Store,
+    parents: Sequence[tuple[int, str, str]],
+    claim_words: Sequence[str],
+    *,
+    idf: dict[str, float] | None = None,
 ) -> list[Bridge]:
     """Bridges out of ``parents`` ((page_id, title, text) each), strongest first, one per (title, parent)."""
     raw: list[tuple[str, float, str, str, int]] = []  # (string, strength, parent title, via, parent id)

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from retriever.errors import CacheMissError, ConfigError, QueryError
 from retriever.multihop.params import MultiHopParams
 from retriever.multihop.scoring import LocalScorer
 from retriever.multihop.state import ClaimState, HopPlan
+from wikiground.errors import CacheMissError, ConfigError, QueryError
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class CachedLM:
         self.calls += 1
         answer = getattr(self.inner, method)(**inputs)
         if self.mode == "record":
-            self.cache.put(key, status=200, fetched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), body=answer)
+            self.cache.put(key, status=200, fetched_at=datetime.now(UTC).isoformat(timespec="seconds"), body=answer)
         return answer
 
     def decompose(self, claim: str, context: str) -> list[str]:
@@ -92,13 +92,17 @@ class CachedLM:
 class LLMPlanner:
     """Planner and scorer backed by a :class:`PlannerLM` (wrap it in :class:`CachedLM` for reproducible runs)."""
 
-    def __init__(self, lm: PlannerLM, *, rerank: int = RERANK, lm_weight: float = LM_WEIGHT, local: LocalScorer | None = None):
+    def __init__(
+        self, lm: PlannerLM, *, rerank: int = RERANK, lm_weight: float = LM_WEIGHT, local: LocalScorer | None = None
+    ):
         self.lm = lm
         self.rerank = rerank
         self.lm_weight = lm_weight
         self.local = local or LocalScorer()
 
-    def plan(self, claim: str, state: ClaimState, *, hop: int, params: MultiHopParams, evidence: Sequence[tuple[str, str]]) -> HopPlan:
+    def plan(
+        self, claim: str, state: ClaimState, *, hop: int, params: MultiHopParams, evidence: Sequence[tuple[str, str]]
+    ) -> HopPlan:
         context = "\n".join(f"[{t}] {x[:CONTEXT_CHARS]}" for t, x in evidence)
         semantic = self.lm.decompose(claim, context) if hop == 1 else self.lm.gaps(claim, context)
         return HopPlan(
@@ -185,7 +189,7 @@ def _signatures(dspy: Any) -> dict[str, Any]:
         titles: list[str] = dspy.OutputField()
 
     class Attributes(dspy.Signature):
-        """Up to 4 queries pairing an entity with a temporal or relational qualifier, e.g. 'New York Islanders 1974 season'."""
+        """Up to 4 queries pairing an entity with a temporal or relational qualifier ("<entity> 1974 season")."""
 
         claim: str = dspy.InputField()
         context: str = dspy.InputField()
@@ -207,6 +211,9 @@ def _signatures(dspy: Any) -> dict[str, Any]:
         rating: int = dspy.OutputField()
 
     return {
-        "decompose": dspy.Predict(Decompose), "entity_titles": dspy.Predict(EntityTitles),
-        "attributes": dspy.Predict(Attributes), "gaps": dspy.Predict(Gaps), "relevance": dspy.Predict(Relevance),
+        "decompose": dspy.Predict(Decompose),
+        "entity_titles": dspy.Predict(EntityTitles),
+        "attributes": dspy.Predict(Attributes),
+        "gaps": dspy.Predict(Gaps),
+        "relevance": dspy.Predict(Relevance),
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from retriever.errors import ConfigError
+from wikiground.errors import ConfigError
 
 # The field's reference pipeline (issue 5): 3 iterations; up to 3 semantic sub-questions (k=5),
 # 3 entity-title queries (k=3) and 4 attribute queries (k=3) per hop; keep the top 21 pages.
@@ -43,12 +43,18 @@ class MultiHopParams:
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, int) and not isinstance(v, bool):
-                low = 0 if f.name in ("semantic_queries", "entity_queries", "attribute_queries", "claim_k", "bridge_pages") else 1
+                low = (
+                    0
+                    if f.name in ("semantic_queries", "entity_queries", "attribute_queries", "claim_k", "bridge_pages")
+                    else 1
+                )
                 if v < low:
                     raise ConfigError(f"MultiHopParams.{f.name} must be >= {low}, got {v}")
 
     def queries_of(self, kind: str) -> int:
-        return {"semantic": self.semantic_queries, "entity": self.entity_queries, "attribute": self.attribute_queries}[kind]
+        return {"semantic": self.semantic_queries, "entity": self.entity_queries, "attribute": self.attribute_queries}[
+            kind
+        ]
 
     def k_of(self, kind: str) -> int:
         return {"semantic": self.semantic_k, "entity": self.entity_k, "attribute": self.attribute_k}[kind]
@@ -56,4 +62,6 @@ class MultiHopParams:
     @property
     def max_queries(self) -> int:
         """Upper bound on the queries one claim can issue (hop 1 also searches the claim itself)."""
-        return self.hops * (self.semantic_queries + self.entity_queries + self.attribute_queries) + (1 if self.claim_k else 0)
+        return self.hops * (self.semantic_queries + self.entity_queries + self.attribute_queries) + (
+            1 if self.claim_k else 0
+        )

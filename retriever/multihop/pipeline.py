@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from retriever.api import output_line
 from retriever.entities import find_mentions
 from retriever.fusion import fuse
 from retriever.multihop.bridges import find_bridges
@@ -19,9 +20,8 @@ from retriever.multihop.planner import LocalPlanner, Planner
 from retriever.multihop.scoring import LocalScorer, Scorer
 from retriever.multihop.state import Candidate, ClaimState, HopQuery, HopRecord
 from retriever.multihop.terms import content_words, pool_idf
-from retriever.api import output_line
-from retriever.records import Evidence, Hit
-from retriever.text import normalize_title
+from wikiground.records import Evidence, Hit
+from wikiground.text import normalize_title
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,15 @@ class MultiHopRetriever:
             before = set(state.candidates)
             for q, pages in zip(queries, self._run(queries)):
                 state.mark_tried(q.kind, q.text)
-                record.queries.append((q, [self._add(state, q, hop, rank, pid, psg, title, ranks) for rank, (pid, psg, title, ranks) in enumerate(pages, 1)]))
+                record.queries.append(
+                    (
+                        q,
+                        [
+                            self._add(state, q, hop, rank, pid, psg, title, ranks)
+                            for rank, (pid, psg, title, ranks) in enumerate(pages, 1)
+                        ],
+                    )
+                )
             record.new_titles = [state.candidates[k].title for k in state.candidates if k not in before]
             self._load_texts(state, texts, loaded)
             self.scorer.score(state, texts)
@@ -117,8 +125,9 @@ class MultiHopRetriever:
         status = STATUS_OK if evidence_items else STATUS_NO_EVIDENCE
         live_stats: dict[str, Any] = {}
         if self.retriever.on_the_fly:  # what the hops found locally is the context of the live lookups
-            evidence_items, live_status, live_stats = self.retriever.with_live(claim, evidence_items, mentions,
-                                                                               k=p.final_k)
+            evidence_items, live_status, live_stats = self.retriever.with_live(
+                claim, evidence_items, mentions, k=p.final_k
+            )
             status = live_status or status
         stats = {
             "queries": sum(len(h.queries) for h in state.hops),
@@ -154,7 +163,11 @@ class MultiHopRetriever:
         r = self.retriever
         per_query: list[dict[str, list[Hit]]] = [{} for _ in queries]
         for channel in dict.fromkeys((*self.channels, *self.entity_channels)):
-            idx = [i for i, q in enumerate(queries) if channel in (self.entity_channels if q.kind == "entity" else self.channels)]
+            idx = [
+                i
+                for i, q in enumerate(queries)
+                if channel in (self.entity_channels if q.kind == "entity" else self.channels)
+            ]
             if not idx:
                 continue
             backend = r.backend(channel)
@@ -183,7 +196,17 @@ class MultiHopRetriever:
             out.append(pages[: q.k])
         return out
 
-    def _add(self, state: ClaimState, q: HopQuery, hop: int, rank: int, page_id: int, passage_ids: list[int], title: str, ranks: dict[str, int]) -> str:
+    def _add(
+        self,
+        state: ClaimState,
+        q: HopQuery,
+        hop: int,
+        rank: int,
+        page_id: int,
+        passage_ids: list[int],
+        title: str,
+        ranks: dict[str, int],
+    ) -> str:
         if not title:
             page = self.store.page(page_id)
             title = page.title if page else str(page_id)
@@ -208,8 +231,14 @@ class MultiHopRetriever:
         psgs = self.store.passages({p for c in todo for p in c.passages})
         for c in todo:
             lead = leads.get(c.page_id)
-            ids = ([lead.passage_id] if lead is not None else []) + [p for p in c.passages if lead is None or p != lead.passage_id]
-            parts = [lead.text if lead is not None and i == lead.passage_id else psgs[i].text for i in ids if i in psgs or (lead is not None and i == lead.passage_id)]
+            ids = ([lead.passage_id] if lead is not None else []) + [
+                p for p in c.passages if lead is None or p != lead.passage_id
+            ]
+            parts = [
+                lead.text if lead is not None and i == lead.passage_id else psgs[i].text
+                for i in ids
+                if i in psgs or (lead is not None and i == lead.passage_id)
+            ]
             texts[c.title] = " ".join(parts)[:EVIDENCE_CHARS]
             loaded[c.title] = len(c.passages)
 
@@ -226,7 +255,9 @@ class MultiHopRetriever:
         wanted = content_words(state.claim)
         idf = pool_idf(wanted, list(texts.values()))
         rel = {c.title: max(c.score, 0.0) / top for c in parents}
-        for b in find_bridges(self.store, [(c.page_id, c.title, texts.get(c.title, "")) for c in parents], wanted, idf=idf):
+        for b in find_bridges(
+            self.store, [(c.page_id, c.title, texts.get(c.title, "")) for c in parents], wanted, idf=idf
+        ):
             strength = b.strength * rel[b.parent]
             old = state.bridges.get(b.title)
             if old is None or strength > old[0]:
@@ -243,14 +274,29 @@ class MultiHopRetriever:
             psg, page = psgs.get(c.passage_id), pages.get(c.page_id)
             if psg is None or page is None:
                 continue
-            extra: dict[str, Any] = {"found_by": {"kind": c.kind, "query": c.query}, "features": {k: round(v, 4) for k, v in c.features.items()}}
+            extra: dict[str, Any] = {
+                "found_by": {"kind": c.kind, "query": c.query},
+                "features": {k: round(v, 4) for k, v in c.features.items()},
+            }
             if c.parents:
                 extra["via"] = sorted(c.parents, key=lambda t: (-c.parents[t], t))[0]
-            out.append(Evidence(
-                title=page.title, page_id=page.page_id, passage_id=psg.passage_id, section=psg.heading_path,
-                evidence_text=psg.text, source=psg.source, score=round(c.score, 6), ranks=dict(c.ranks),
-                url=page.url, rev_id=page.rev_id, origin="local", hop=c.hop, extra=extra,
-            ))
+            out.append(
+                Evidence(
+                    title=page.title,
+                    page_id=page.page_id,
+                    passage_id=psg.passage_id,
+                    section=psg.heading_path,
+                    evidence_text=psg.text,
+                    source=psg.source,
+                    score=round(c.score, 6),
+                    ranks=dict(c.ranks),
+                    url=page.url,
+                    rev_id=page.rev_id,
+                    origin="local",
+                    hop=c.hop,
+                    extra=extra,
+                )
+            )
         return out
 
 

@@ -13,7 +13,7 @@ from typing import Protocol
 from retriever.multihop.params import MultiHopParams
 from retriever.multihop.state import ClaimState, HopPlan
 from retriever.multihop.terms import clauses, content_words, relation_qualifiers, temporal_qualifiers
-from retriever.text import normalize_title, words
+from wikiground.text import normalize_title, words
 
 # Words of a gap query besides the bridge entity: enough to steer, few enough to keep the entity dominant.
 GAP_WORDS = 6
@@ -21,7 +21,12 @@ GAP_WORDS = 6
 
 class Planner(Protocol):
     def plan(
-        self, claim: str, state: ClaimState, *, hop: int, params: MultiHopParams,
+        self,
+        claim: str,
+        state: ClaimState,
+        *,
+        hop: int,
+        params: MultiHopParams,
         evidence: Sequence[tuple[str, str]],
     ) -> HopPlan:
         """Queries for ``hop``; ``evidence``: (title, text) of the best pages found so far, best first."""
@@ -40,7 +45,12 @@ class LocalPlanner:
         self.gap_words = gap_words
 
     def plan(
-        self, claim: str, state: ClaimState, *, hop: int, params: MultiHopParams,
+        self,
+        claim: str,
+        state: ClaimState,
+        *,
+        hop: int,
+        params: MultiHopParams,
         evidence: Sequence[tuple[str, str]],
     ) -> HopPlan:
         if hop == 1:
@@ -54,10 +64,14 @@ class LocalPlanner:
                 attribute=tuple(self._attributes(claim, entities, exclude=entities)),
             )
         named = {normalize_title(t) for t in state.claim_entities}
-        bridges = [b for b, _ in sorted(state.bridges.items(), key=lambda kv: (-kv[1][0], kv[0])) if normalize_title(b) not in named]
+        bridges = [
+            b
+            for b, _ in sorted(state.bridges.items(), key=lambda kv: (-kv[1][0], kv[0]))
+            if normalize_title(b) not in named
+        ]
         fresh = [b for b in bridges if state.get(b) is None]
         rest = self._gap_terms(claim, state)
-        semantic = [f"{b} {' '.join(w for w in rest if w not in set(words(b)))[: 200]}".strip() for b in bridges]
+        semantic = [f"{b} {' '.join(w for w in rest if w not in set(words(b)))[:200]}".strip() for b in bridges]
         return HopPlan(
             semantic=tuple(q for q in semantic if q),
             entity=tuple(fresh),

@@ -14,6 +14,9 @@ def write_hops(result: dict[str, Any], out: TextIO, *, width: int = 100) -> None
                 titles = ", ".join(q["titles"])
                 line = f"  {kind:<9} k={q['k']:<2} {q['query']!r} -> {titles}"
                 out.write(line[:width] + ("…" if len(line) > width else "") + "\n")
-    found = [f"{e['title']} (hop {e.get('hop')}{', via ' + e['via'] if e.get('via') else ''})" for e in result.get("evidence", [])]
+    found = [
+        f"{e['title']} (hop {e.get('hop')}{', via ' + e['via'] if e.get('via') else ''})"
+        for e in result.get("evidence", [])
+    ]
     if found:
         out.write("found: " + "; ".join(found) + "\n")

@@ -8,7 +8,7 @@ from typing import Protocol
 
 from retriever.multihop.state import ClaimState
 from retriever.multihop.terms import content_words, coverage, pool_idf
-from retriever.text import normalize_title
+from wikiground.text import normalize_title
 
 
 class Scorer(Protocol):
@@ -46,10 +46,16 @@ class LocalScorer:
                 "named": 1.0 if normalize_title(c.title) in named else 0.0,
             }
             c.features = f
-            base[normalize_title(c.title)] = self.retrieval * f["retrieval"] + self.coverage * f["coverage"] + self.named * f["named"]
+            base[normalize_title(c.title)] = (
+                self.retrieval * f["retrieval"] + self.coverage * f["coverage"] + self.named * f["named"]
+            )
         hi = max(base.values()) or 1.0
         for c in cands:
-            c.parents = {t: v for t, v in state.pointers.get(normalize_title(c.title), {}).items() if normalize_title(t) != normalize_title(c.title)}
+            c.parents = {
+                t: v
+                for t, v in state.pointers.get(normalize_title(c.title), {}).items()
+                if normalize_title(t) != normalize_title(c.title)
+            }
             link = max((base.get(normalize_title(p), 0.0) / hi * s for p, s in c.parents.items()), default=0.0)
             c.features["bridge"] = link
             c.score = base[normalize_title(c.title)] + self.bridge * link

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from retriever.text import normalize_title
+from wikiground.text import normalize_title
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +62,13 @@ class HopRecord:
             if q.origin:
                 item["from"] = q.origin
             by_kind.setdefault(q.kind, []).append(item)
-        return {"hop": self.hop, "queries": by_kind, "new_titles": self.new_titles, "ranking": self.ranking, "ms": round(self.ms, 3)}
+        return {
+            "hop": self.hop,
+            "queries": by_kind,
+            "new_titles": self.new_titles,
+            "ranking": self.ranking,
+            "ms": round(self.ms, 3),
+        }
 
 
 @dataclass(slots=True)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from retriever.entities import STOPWORDS
-from retriever.text import words
+from wikiground.text import words
 
 # Question words and fillers of claims/questions: never worth a query term.
 FILLERS = frozenset(
@@ -18,7 +18,9 @@ _MONTHS = "January|February|March|April|May|June|July|August|September|October|N
 _DATE = re.compile(rf"\b(?:(?:{_MONTHS})\s+\d{{1,2}}(?:,\s*\d{{4}})?|\d{{1,2}}\s+(?:{_MONTHS})(?:\s+\d{{4}})?)\b")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
 # Split a claim into clauses at punctuation, relative pronouns and conjunctions that start a new predicate.
-_CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:?!()\"]|\s-\s|\b(?:who|whom|whose|which|that|where|when|while|and|but|than)\b)\s*", re.I)
+_CLAUSE_SPLIT = re.compile(
+    r"\s*(?:[,;:?!()\"]|\s-\s|\b(?:who|whom|whose|which|that|where|when|while|and|but|than)\b)\s*", re.I
+)
 # Relational qualifiers that pick one facet of an entity (its season, its director, its birthplace ...).
 RELATION_WORDS = frozenset(
     """born birth birthplace died death founded founder founders established created creator directed director

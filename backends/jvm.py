@@ -24,7 +24,7 @@ import sys
 import threading
 from pathlib import Path
 
-from retriever.errors import JvmError
+from wikiground.errors import JvmError
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def ensure_jvm(*, heap: str | None = None) -> dict[str, str]:
     """Start the JVM (Java >= 21, Anserini on the classpath) unless it runs already; idempotent.
 
     Returns facts about the running VM: ``java_version``, ``java_home``, ``jar``.
-    Raises :class:`~retriever.errors.JvmError` when no suitable Java can be found or started.
+    Raises :class:`~wikiground.errors.JvmError` when no suitable Java can be found or started.
     """
     global _started
     with _lock:

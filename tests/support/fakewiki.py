@@ -22,10 +22,11 @@ import struct
 import threading
 import time
 import zlib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 from urllib.parse import parse_qsl, quote, urlsplit
 
 FaultKind = Literal["429", "503", "maxlag", "slow", "truncated", "reset", "redirect", "error"]
@@ -33,8 +34,10 @@ FaultKind = Literal["429", "503", "maxlag", "slow", "truncated", "reset", "redir
 _WORD = re.compile(r"\w+", re.UNICODE)
 _INVALID_TITLE = re.compile(r"[#<>\[\]|{}]")
 _STOP = frozenset("a an and are as at be by for from in is it of on or the to was were with".split())
-_API_NOTE = ("See http://127.0.0.1/w/api.php for API usage. Subscribe to the mediawiki-api-announce mailing list "
-             "for notice of API deprecations and breaking changes.")
+_API_NOTE = (
+    "See http://127.0.0.1/w/api.php for API usage. Subscribe to the mediawiki-api-announce mailing list "
+    "for notice of API deprecations and breaking changes."
+)
 
 
 def _words(text: str) -> list[str]:
@@ -68,13 +71,13 @@ class FakePage:
     pageid: int
     revid: int
     intro: str
-    sections: Sequence[tuple[str, str]] = ()          # (heading, plain text), after the lead
-    categories: Sequence[str] = ()                     # visible categories, without "Category:"
+    sections: Sequence[tuple[str, str]] = ()  # (heading, plain text), after the lead
+    categories: Sequence[str] = ()  # visible categories, without "Category:"
     hidden_categories: Sequence[str] = ()
     see_also: Sequence[str] = ()
-    redirects_from: Sequence[str | tuple[str, str]] = ()   # alias, or (alias, fragment)
+    redirects_from: Sequence[str | tuple[str, str]] = ()  # alias, or (alias, fragment)
     is_disambiguation: bool = False
-    options: Sequence[str] = ()                        # a disambiguation page's targets
+    options: Sequence[str] = ()  # a disambiguation page's targets
 
     def all_sections(self) -> list[tuple[str, str]]:
         secs = list(self.sections)
@@ -89,12 +92,12 @@ class FakePage:
 @dataclass
 class Fault:
     kind: FaultKind
-    match: Mapping[str, str] = field(default_factory=dict)   # params the request must carry
+    match: Mapping[str, str] = field(default_factory=dict)  # params the request must carry
     times: int = 1
     retry_after: str | None = "5"
-    delay: float = 1.0          # slow: seconds before answering
-    location: str = ""          # redirect target
-    code: str = "internal_api_error_DBQueryError"   # error: the error code
+    delay: float = 1.0  # slow: seconds before answering
+    location: str = ""  # redirect target
+    code: str = "internal_api_error_DBQueryError"  # error: the error code
 
     def matches(self, params: Mapping[str, str]) -> bool:
         return all(params.get(k) == v for k, v in self.match.items())
@@ -112,8 +115,15 @@ class RecordedRequest:
 class FakeWiki:
     """``with FakeWiki(pages) as wiki: WikiApi(api_url=wiki.api_url, ...)``."""
 
-    def __init__(self, pages: Mapping[str, FakePage] | Iterable[FakePage], *, path: str = "/w/api.php",
-                 title_limit: int = 50, extract_limit: int = 20, default_cllimit: int = 10):
+    def __init__(
+        self,
+        pages: Mapping[str, FakePage] | Iterable[FakePage],
+        *,
+        path: str = "/w/api.php",
+        title_limit: int = 50,
+        extract_limit: int = 20,
+        default_cllimit: int = 10,
+    ):
         items = pages.values() if isinstance(pages, Mapping) else pages
         self.pages: dict[str, FakePage] = {canonical(p.title): p for p in items}
         self.path = path
@@ -140,7 +150,7 @@ class FakeWiki:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def start(self) -> "FakeWiki":
+    def start(self) -> FakeWiki:
         wiki = self
 
         class Handler(_Handler):
@@ -161,7 +171,7 @@ class FakeWiki:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "FakeWiki":
+    def __enter__(self) -> FakeWiki:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -206,12 +216,18 @@ class FakeWiki:
             return self._parse(params)
         return _error("badvalue", f'Unrecognized value for parameter "action": {action}.')
 
-    def _resolve(self, raw_titles: list[str], follow: bool, out: dict[str, Any]) -> list[tuple[str, FakePage | None, bool]]:
+    def _resolve(
+        self, raw_titles: list[str], follow: bool, out: dict[str, Any]
+    ) -> list[tuple[str, FakePage | None, bool]]:
         normalized, redirects, finals = [], [], []
         for raw in raw_titles:
             if not raw.strip() or _INVALID_TITLE.search(raw):
                 bad = re.search(_INVALID_TITLE, raw)
-                reason = f'The requested page title contains invalid characters: "{bad.group(0)}".' if bad else "The requested page title is empty or contains only the name of a namespace."
+                reason = (
+                    f'The requested page title contains invalid characters: "{bad.group(0)}".'
+                    if bad
+                    else "The requested page title is empty or contains only the name of a namespace."
+                )
                 finals.append((raw, None, True))
                 out.setdefault("_invalid", {})[raw] = reason
                 continue
@@ -243,7 +259,7 @@ class FakeWiki:
             limit = int(p["gsrlimit"]) if p.get("gsrlimit", "").isdigit() else 10
             offset = int(p["gsroffset"]) if p.get("gsroffset", "").isdigit() else 0
             ranked = self._ranked(p.get("gsrsearch", ""))[1]
-            rank = {title: offset + n + 1 for n, title in enumerate(ranked[offset:offset + limit])}
+            rank = {title: offset + n + 1 for n, title in enumerate(ranked[offset : offset + limit])}
             if offset + limit < len(ranked):
                 cont["gsroffset"] = offset + limit
             p = {k: v for k, v in p.items() if k != "redirects"}
@@ -257,15 +273,20 @@ class FakeWiki:
             start = linked.index(p["gplcontinue"]) if p.get("gplcontinue") in linked else 0
             if start + limit < len(linked):
                 cont["gplcontinue"] = linked[start + limit]
-            p = {**p, "titles": "|".join(linked[start:start + limit])}
-            if not linked[start:start + limit]:
+            p = {**p, "titles": "|".join(linked[start : start + limit])}
+            if not linked[start : start + limit]:
                 body["query"] = query
                 return body
         if "titles" in p:
             raw = p["titles"].split("|")
             if len(raw) > self.title_limit:
-                return _error("toomanyvalues", f'Too many values supplied for parameter "titles". The limit is {self.title_limit}.',
-                              limit=self.title_limit, lowlimit=self.title_limit, highlimit=500)
+                return _error(
+                    "toomanyvalues",
+                    f'Too many values supplied for parameter "titles". The limit is {self.title_limit}.',
+                    limit=self.title_limit,
+                    lowlimit=self.title_limit,
+                    highlimit=500,
+                )
             finals = self._resolve(raw, p.get("redirects") in ("1", "", "true"), query)
             invalid = query.pop("_invalid", {})
             props = set(filter(None, p.get("prop", "").split("|")))
@@ -288,32 +309,70 @@ class FakeWiki:
             for d in existing:
                 page = self._by_id[d["pageid"]]
                 if "info" in props:
-                    d.update(contentmodel="wikitext", pagelanguage="en", pagelanguagehtmlcode="en", pagelanguagedir="ltr",
-                             touched="2026-01-01T00:00:00Z", lastrevid=page.revid, length=len(page.full_text()))
+                    d.update(
+                        contentmodel="wikitext",
+                        pagelanguage="en",
+                        pagelanguagehtmlcode="en",
+                        pagelanguagedir="ltr",
+                        touched="2026-01-01T00:00:00Z",
+                        lastrevid=page.revid,
+                        length=len(page.full_text()),
+                    )
                     if "url" in p.get("inprop", "").split("|"):
                         url = self.page_url(page.title)
-                        d.update(fullurl=url, editurl=url.replace("/wiki/", "/w/index.php?title=") + "&action=edit", canonicalurl=url)
-                if "pageprops" in props and page.is_disambiguation and "disambiguation" in p.get("ppprop", "disambiguation"):
+                        d.update(
+                            fullurl=url,
+                            editurl=url.replace("/wiki/", "/w/index.php?title=") + "&action=edit",
+                            canonicalurl=url,
+                        )
+                if (
+                    "pageprops" in props
+                    and page.is_disambiguation
+                    and "disambiguation" in p.get("ppprop", "disambiguation")
+                ):
                     d["pageprops"] = {"disambiguation": ""}
                 if "revisions" in props:
                     d["revisions"] = [{"revid": page.revid, "parentid": page.revid - 1}]
             if "extracts" in props:
                 start = int(p.get("excontinue", "0"))
-                limit = min(self.extract_limit, int(p.get("exlimit", "20")) if p.get("exlimit", "").isdigit() else self.extract_limit)
+                limit = min(
+                    self.extract_limit,
+                    int(p.get("exlimit", "20")) if p.get("exlimit", "").isdigit() else self.extract_limit,
+                )
                 for n, d in enumerate(existing):
                     if start <= n < start + limit:
                         page = self._by_id[d["pageid"]]
                         d["extract"] = page.intro if "exintro" in p else page.full_text()
                 if start + limit < len(existing):
                     cont["excontinue"] = start + limit
-                    body["warnings"] = {"extracts": {"warnings": f'"exlimit" was too large for a whole article extracts request, lowered to {limit}.'}}
+                    body["warnings"] = {
+                        "extracts": {
+                            "warnings": f'"exlimit" was too large for a whole article extracts request, lowered to {limit}.'
+                        }
+                    }
             if "categories" in props:
-                self._paged_list(p, existing, "categories", "cl", cont,
-                                 lambda page: [("Category:" + c) for c in (*page.categories, *(() if p.get("clshow") == "!hidden" else page.hidden_categories))],
-                                 ns=14)
+                self._paged_list(
+                    p,
+                    existing,
+                    "categories",
+                    "cl",
+                    cont,
+                    lambda page: [
+                        ("Category:" + c)
+                        for c in (*page.categories, *(() if p.get("clshow") == "!hidden" else page.hidden_categories))
+                    ],
+                    ns=14,
+                )
             if "links" in props:
-                self._paged_list(p, existing, "links", "pl", cont,
-                                 lambda page: list(page.options) + [t for t in page.see_also if t not in page.options], ns=0)
+                self._paged_list(
+                    p,
+                    existing,
+                    "links",
+                    "pl",
+                    cont,
+                    lambda page: list(page.options) + [t for t in page.see_also if t not in page.options],
+                    ns=0,
+                )
             query["pages"] = pages
         if cont:
             if any(k not in ("sroffset", "gsroffset", "gplcontinue") for k in cont):
@@ -332,7 +391,7 @@ class FakeWiki:
             marker = p[f"{prefix}continue"]
             keys = [f"{d['pageid']}|{t.split(':', 1)[-1].replace(' ', '_')}" for d, t in flat]
             start = keys.index(marker) if marker in keys else len(flat)
-        for d, title in flat[start:start + limit]:
+        for d, title in flat[start : start + limit]:
             d.setdefault(name, []).append({"ns": ns, "title": title})
         if start + limit < len(flat):
             d, title = flat[start + limit]
@@ -368,22 +427,36 @@ class FakeWiki:
         if "totalhits" in info:
             searchinfo["totalhits"] = len(scored)
         if "suggestion" in info:
-            fixed = [w if _stem(w) in self._vocab_set else (difflib.get_close_matches(w, self._vocab, n=1, cutoff=0.8) or [w])[0]
-                     for w in _words(p.get("srsearch", ""))]
+            fixed = [
+                w
+                if _stem(w) in self._vocab_set
+                else (difflib.get_close_matches(w, self._vocab, n=1, cutoff=0.8) or [w])[0]
+                for w in _words(p.get("srsearch", ""))
+            ]
             suggestion = " ".join(fixed)
             if suggestion != " ".join(_words(p.get("srsearch", ""))):
                 searchinfo.update(suggestion=suggestion, suggestionsnippet=suggestion)
         if searchinfo:
             query["searchinfo"] = searchinfo
         results = []
-        for title in scored[offset:offset + limit]:
+        for title in scored[offset : offset + limit]:
             page = self.pages[title]
             snippet = " ".join(page.intro.split()[:25])
             for t in set(terms):
-                snippet = re.sub(rf"\b({re.escape(t)})\b", r'<span class="searchmatch">\1</span>', snippet, flags=re.IGNORECASE)
-            results.append({"ns": 0, "title": page.title, "pageid": page.pageid, "size": len(page.full_text()),
-                            "wordcount": len(page.full_text().split()), "snippet": snippet,
-                            "timestamp": "2026-01-01T00:00:00Z"})
+                snippet = re.sub(
+                    rf"\b({re.escape(t)})\b", r'<span class="searchmatch">\1</span>', snippet, flags=re.IGNORECASE
+                )
+            results.append(
+                {
+                    "ns": 0,
+                    "title": page.title,
+                    "pageid": page.pageid,
+                    "size": len(page.full_text()),
+                    "wordcount": len(page.full_text().split()),
+                    "snippet": snippet,
+                    "timestamp": "2026-01-01T00:00:00Z",
+                }
+            )
         query["search"] = results
         if offset + limit < len(scored):
             cont["sroffset"] = offset + limit
@@ -423,22 +496,42 @@ class FakeWiki:
             offset, secs = len(page.intro) + 1, []
             for i, (heading, text) in enumerate(sections, start=1):
                 anchor = heading.replace(" ", "_")
-                secs.append({"toclevel": 1, "level": "2", "line": html.escape(heading), "number": str(i), "index": str(i),
-                             "fromtitle": page.title.replace(" ", "_"), "byteoffset": offset, "anchor": anchor,
-                             "linkAnchor": anchor})
+                secs.append(
+                    {
+                        "toclevel": 1,
+                        "level": "2",
+                        "line": html.escape(heading),
+                        "number": str(i),
+                        "index": str(i),
+                        "fromtitle": page.title.replace(" ", "_"),
+                        "byteoffset": offset,
+                        "anchor": anchor,
+                        "linkAnchor": anchor,
+                    }
+                )
                 offset += len(heading) + len(text) + 8
             out["sections"] = secs
         if "text" in props:
-            edit = "" if "disableeditsection" in p else '<span class="mw-editsection"><span class="mw-editsection-bracket">[</span>edit<span class="mw-editsection-bracket">]</span></span>'
+            edit = (
+                ""
+                if "disableeditsection" in p
+                else '<span class="mw-editsection"><span class="mw-editsection-bracket">[</span>edit<span class="mw-editsection-bracket">]</span></span>'
+            )
             chunks = []
             for heading, text in parts:
                 if heading is not None:
-                    chunks.append(f'<h2><span class="mw-headline" id="{html.escape(heading.replace(" ", "_"))}">{html.escape(heading)}</span>{edit}</h2>')
+                    chunks.append(
+                        f'<h2><span class="mw-headline" id="{html.escape(heading.replace(" ", "_"))}">{html.escape(heading)}</span>{edit}</h2>'
+                    )
                 for para in filter(None, (s.strip() for s in text.split("\n"))):
-                    chunks.append(f"<p>{html.escape(para)}<sup id=\"cite_ref-1\" class=\"reference\"><a href=\"#cite_note-1\">[1]</a></sup>\n</p>")
+                    chunks.append(
+                        f'<p>{html.escape(para)}<sup id="cite_ref-1" class="reference"><a href="#cite_note-1">[1]</a></sup>\n</p>'
+                    )
             out["text"] = '<div class="mw-parser-output">' + "\n".join(chunks) + "</div>"
         if "wikitext" in props:
-            out["wikitext"] = "\n\n".join(text if heading is None else f"== {heading} ==\n{text}" for heading, text in parts)
+            out["wikitext"] = "\n\n".join(
+                text if heading is None else f"== {heading} ==\n{text}" for heading, text in parts
+            )
         if "links" in props:
             titles: list[str] = []
             for heading, _text in parts:
@@ -446,11 +539,14 @@ class FakeWiki:
                     titles.extend(page.options)
                 elif heading is not None and heading.casefold() == "see also":
                     titles.extend(page.see_also)
-            out["links"] = [{"ns": 0, "title": t, "exists": canonical(t) in self.pages or canonical(t) in self.redirects}
-                            for t in dict.fromkeys(titles)]
+            out["links"] = [
+                {"ns": 0, "title": t, "exists": canonical(t) in self.pages or canonical(t) in self.redirects}
+                for t in dict.fromkeys(titles)
+            ]
         if "categories" in props:
-            out["categories"] = [{"sortkey": "", "category": c.replace(" ", "_")} for c in page.categories] + \
-                                [{"sortkey": "", "category": c.replace(" ", "_"), "hidden": True} for c in page.hidden_categories]
+            out["categories"] = [{"sortkey": "", "category": c.replace(" ", "_")} for c in page.categories] + [
+                {"sortkey": "", "category": c.replace(" ", "_"), "hidden": True} for c in page.hidden_categories
+            ]
         return {"parse": out}
 
 
@@ -461,7 +557,7 @@ def _error(code: str, info: str, **extra: Any) -> dict[str, Any]:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeWiki
     server_version = "fakewiki/1"
-    protocol_version = "HTTP/1.0"   # one request per connection: resets and truncation stay per request
+    protocol_version = "HTTP/1.0"  # one request per connection: resets and truncation stay per request
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests assert on wiki.requests
         pass
@@ -477,8 +573,15 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         path = urlsplit(self.path).path
         with fake._lock:
-            fake.requests.append(RecordedRequest(self.command, path, params, {k.lower(): v for k, v in self.headers.items()},
-                                                 self.headers.get("host", "")))
+            fake.requests.append(
+                RecordedRequest(
+                    self.command,
+                    path,
+                    params,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    self.headers.get("host", ""),
+                )
+            )
             fake.in_flight += 1
             fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
         try:
@@ -498,17 +601,28 @@ class _Handler(BaseHTTPRequestHandler):
         """Act out a fault; False when the normal answer should still follow (slow)."""
         headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
         if fault.kind == "429":
-            self._send(429, b"<!DOCTYPE html><html><head><title>Wikimedia Error</title></head><body>"
-                            b"<p>Too many requests. Please respect our robot policy.</p></body></html>", "text/html", headers)
+            self._send(
+                429,
+                b"<!DOCTYPE html><html><head><title>Wikimedia Error</title></head><body>"
+                b"<p>Too many requests. Please respect our robot policy.</p></body></html>",
+                "text/html",
+                headers,
+            )
         elif fault.kind == "503":
             self._send(503, b"Service Temporarily Unavailable\n", "text/plain", headers)
         elif fault.kind == "maxlag":
             body = _error("maxlag", "Waiting for 10.64.48.35: 6 seconds lagged.", host="10.64.48.35", lag=6, type="db")
-            self._send(200, json.dumps(body).encode(), "application/json; charset=utf-8",
-                       {**headers, "X-Database-Lag": "6", "MediaWiki-API-Error": "maxlag"})
+            self._send(
+                200,
+                json.dumps(body).encode(),
+                "application/json; charset=utf-8",
+                {**headers, "X-Database-Lag": "6", "MediaWiki-API-Error": "maxlag"},
+            )
         elif fault.kind == "error":
             body = _error(fault.code, "[fakewiki] A database query error has occurred.")
-            self._send(200, json.dumps(body).encode(), "application/json; charset=utf-8", {"MediaWiki-API-Error": fault.code})
+            self._send(
+                200, json.dumps(body).encode(), "application/json; charset=utf-8", {"MediaWiki-API-Error": fault.code}
+            )
         elif fault.kind == "truncated":
             data = json.dumps(self.fake.answer(params)).encode()
             self._send(200, data[: max(1, len(data) // 2)], "application/json; charset=utf-8", gzip_ok=False)
@@ -526,9 +640,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_json(self, body: dict[str, Any]) -> None:
         headers = {"MediaWiki-API-Error": body["error"]["code"]} if "error" in body else {}
-        self._send(200, json.dumps(body, ensure_ascii=False).encode("utf-8"), "application/json; charset=utf-8", headers)
+        self._send(
+            200, json.dumps(body, ensure_ascii=False).encode("utf-8"), "application/json; charset=utf-8", headers
+        )
 
-    def _send(self, status: int, data: bytes, ctype: str, headers: Mapping[str, str] | None = None, *, gzip_ok: bool = True) -> None:
+    def _send(
+        self, status: int, data: bytes, ctype: str, headers: Mapping[str, str] | None = None, *, gzip_ok: bool = True
+    ) -> None:
         if gzip_ok and data and "gzip" in self.headers.get("accept-encoding", ""):
             data = gzip.compress(data)
             headers = {**(headers or {}), "Content-Encoding": "gzip"}
@@ -543,7 +661,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 # -- pages from the real corpora -------------------------------------------------------------------
 
-def pages_from_hotpot(path: Path, *, titles: Iterable[str] | None = None, limit: int | None = None) -> dict[str, FakePage]:
+
+def pages_from_hotpot(
+    path: Path, *, titles: Iterable[str] | None = None, limit: int | None = None
+) -> dict[str, FakePage]:
     """FakePages from ``hotpotqa2017_abstracts.jsonl`` (intro = the abstract's sentences)."""
     wanted = {canonical(t) for t in titles} if titles is not None else None
     out: dict[str, FakePage] = {}
@@ -561,7 +682,9 @@ def pages_from_hotpot(path: Path, *, titles: Iterable[str] | None = None, limit:
     return out
 
 
-def pages_from_vital(path: Path, *, titles: Iterable[str] | None = None, limit: int | None = None) -> dict[str, FakePage]:
+def pages_from_vital(
+    path: Path, *, titles: Iterable[str] | None = None, limit: int | None = None
+) -> dict[str, FakePage]:
     """FakePages from ``vital_articles_summaries.json`` (intro = the REST summary extract)."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     wanted = {canonical(t) for t in titles} if titles is not None else None
@@ -571,8 +694,9 @@ def pages_from_vital(path: Path, *, titles: Iterable[str] | None = None, limit: 
         if wanted is not None and title not in wanted:
             continue
         pid = stable_id(title)
-        out[title] = FakePage(title, pid, pid * 10 + 3, row.get("extract") or "",
-                              categories=tuple(filter(None, [row.get("topic")])))
+        out[title] = FakePage(
+            title, pid, pid * 10 + 3, row.get("extract") or "", categories=tuple(filter(None, [row.get("topic")]))
+        )
         if limit is not None and len(out) >= limit:
             break
     return out

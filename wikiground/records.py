@@ -1,0 +1,84 @@
+"""Typed immutable records that flow between stages.
+
+Nothing from Lucene, FAISS or DuckDB leaves its module: backends speak in these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Page", "Passage", "Hit", "Evidence", "Source", "Origin"]
+
+Source = Literal["text", "table", "info", "kb"]
+Origin = Literal["local", "live"]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    page_id: int
+    title: str
+    namespace: int = 0
+    rev_id: int | None = None
+    rev_timestamp: str | None = None
+    is_disambiguation: bool = False
+    url: str | None = None
+    lead: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A section-aware chunk of about 100 words (or an infobox / table block)."""
+
+    passage_id: int
+    page_id: int
+    section_index: int
+    text: str
+    title: str = ""
+    heading_path: str = ""  # "History > Early life"; "" for the lead
+    source: Source = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One backend result: a passage with the channel's score and 1-based rank."""
+
+    passage_id: int
+    page_id: int
+    score: float
+    rank: int
+    channel: str
+    title: str = ""
+    matched: str | None = None  # title channel: the entity string that matched
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One piece of evidence, in the CONVINSE-style JSON the CLI prints."""
+
+    title: str
+    page_id: int | None
+    passage_id: int | None
+    section: str
+    evidence_text: str
+    source: Source
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
+    url: str | None = None
+    rev_id: int | None = None
+    origin: Origin = "local"
+    retrieved_for_entity: str | None = None
+    fetched_at: str | None = None
+    attempt: int | None = None
+    hop: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        extra = d.pop("extra")
+        # Optional provenance keys are omitted when unset, so local and live items differ only where they must.
+        for key in ("fetched_at", "attempt", "hop", "retrieved_for_entity"):
+            if d[key] is None:
+                d.pop(key)
+        d.update(extra)
+        return d
