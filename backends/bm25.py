@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from wikiground.errors import BuildError, IndexCorruptError, IndexMissingError, QueryError
+from wikiground.errors import BuildError, IndexCorruptError, IndexMissingError, QueryError, WikigroundError
 from wikiground.layout import PARAMS_FILE, atomic_write_json, read_params, swap_folder
 from wikiground.records import Hit
 
@@ -59,66 +59,23 @@ def build(
     """
     if options:
         log.debug("bm25.build ignores options meant for other backends: %s", sorted(options))
-    if threads < 1 or batch_size < 1:
-        raise BuildError(f"bm25: threads and batch_size must be >= 1 (got {threads}, {batch_size})")
-    if k1 < 0 or not 0 <= b <= 1 or title_boost < 0:
-        raise BuildError(f"bm25: need k1 >= 0, 0 <= b <= 1, title_boost >= 0 (got {k1}, {b}, {title_boost})")
+    _check_options(threads=threads, batch_size=batch_size, k1=k1, b=b, title_boost=title_boost)
     db_path, out_dir = Path(db_path), Path(out_dir)
     if not db_path.is_file():
         raise IndexMissingError(f"{db_path}: no store to index")
-
-    from backends.jvm import ensure_jvm
-
-    ensure_jvm()
-    from pyserini.index.lucene import LuceneIndexer
-
     started = time.perf_counter()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp_dir, ignore_errors=True)
     tmp_dir.mkdir()
     try:
-        total = _count_passages(db_path)
-        args = [
-            "-index",
-            str(tmp_dir / LUCENE_DIR),
-            "-fields",
-            "title",
-            "-storePositions",
-            "-storeDocvectors",
-            "-storeRaw",
-        ]
-        indexer = LuceneIndexer(args=args, threads=threads)
-        added = 0
-        try:
-            batches = _json_batches(db_path, batch_size=batch_size)
-            if progress:
-                from tqdm import tqdm
-
-                batches = tqdm(batches, total=-(-total // batch_size), unit="batch", desc="bm25")
-            for batch in batches:
-                added += int(indexer.object.addRawDocuments(batch))
-        finally:
-            indexer.close()
-        if added != total:
-            # Anserini logs and skips documents it cannot index rather than failing the call.
-            raise BuildError(f"{db_path}: Lucene indexed {added} of {total} passages")
-        params = {
-            "format_version": FORMAT_VERSION,
-            "type": NAME,
-            "engine": engine(),
-            "k1": k1,
-            "b": b,
-            "title_boost": title_boost,
-            "fields": {"contents": 1.0, "title": title_boost},
-            "contents": "title. heading_path. text",
-            "analyzer": "Anserini DefaultEnglishAnalyzer (Porter stemmer, stopwords removed)",
-            "documents": added,
-            "source": str(db_path),
-        }
+        added = _index_passages(
+            db_path, tmp_dir / LUCENE_DIR, threads=threads, batch_size=batch_size, progress=progress
+        )
+        params = _params(k1=k1, b=b, title_boost=title_boost, documents=added, source=db_path)
         atomic_write_json(tmp_dir / PARAMS_FILE, params)
         swap_folder(tmp_dir, out_dir)
-    except BuildError:
+    except WikigroundError:  # already says what failed (a JVM that cannot start, a short index)
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
     except Exception as exc:
@@ -132,6 +89,56 @@ def build(
         "params": {key: params[key] for key in ("k1", "b", "title_boost", "fields", "contents", "analyzer")},
         "documents": added,
         "build_seconds": seconds,
+    }
+
+
+def _check_options(*, threads: int, batch_size: int, k1: float, b: float, title_boost: float) -> None:
+    if threads < 1 or batch_size < 1:
+        raise BuildError(f"bm25: threads and batch_size must be >= 1 (got {threads}, {batch_size})")
+    if k1 < 0 or not 0 <= b <= 1 or title_boost < 0:
+        raise BuildError(f"bm25: need k1 >= 0, 0 <= b <= 1, title_boost >= 0 (got {k1}, {b}, {title_boost})")
+
+
+def _index_passages(db_path: Path, lucene_dir: Path, *, threads: int, batch_size: int, progress: bool) -> int:
+    """Feed every passage of the store to a new Lucene index at ``lucene_dir``; returns how many it holds."""
+    from backends.jvm import ensure_jvm
+
+    ensure_jvm()
+    from pyserini.index.lucene import LuceneIndexer
+
+    total = _count_passages(db_path)
+    args = ["-index", str(lucene_dir), "-fields", "title", "-storePositions", "-storeDocvectors", "-storeRaw"]
+    indexer = LuceneIndexer(args=args, threads=threads)
+    added = 0
+    try:
+        batches = _json_batches(db_path, batch_size=batch_size)
+        if progress:
+            from tqdm import tqdm
+
+            batches = tqdm(batches, total=-(-total // batch_size), unit="batch", desc="bm25")
+        for batch in batches:
+            added += int(indexer.object.addRawDocuments(batch))
+    finally:
+        indexer.close()
+    if added != total:
+        # Anserini logs and skips documents it cannot index rather than failing the call.
+        raise BuildError(f"{db_path}: Lucene indexed {added} of {total} passages")
+    return added
+
+
+def _params(*, k1: float, b: float, title_boost: float, documents: int, source: Path) -> dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "type": NAME,
+        "engine": engine(),
+        "k1": k1,
+        "b": b,
+        "title_boost": title_boost,
+        "fields": {"contents": 1.0, "title": title_boost},
+        "contents": "title. heading_path. text",
+        "analyzer": "Anserini DefaultEnglishAnalyzer (Porter stemmer, stopwords removed)",
+        "documents": documents,
+        "source": str(source),
     }
 
 

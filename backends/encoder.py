@@ -10,10 +10,9 @@ version and sha256. Two backends produce the same vectors (cosine > 0.9999):
   torch nor transformers, so a query process loads in well under a second.
 
 ``auto`` picks ``onnx`` and falls back to ``torch`` when the ONNX model cannot be exported or
-loaded. Measured by benchmarks/bench_encoder.py (300 real 130-token passages, 2 threads):
-throughput within run-to-run noise (quiet machine: torch 53/s, onnx 45-51/s; under load onnx
-was ahead), cosine to torch > 0.9999, and onnx loads in 0.15 s against 4.5 s for torch, which
-matters for query processes. int8 quantisation needs the ``onnx`` package: not used.
+loaded: both encode at about the same rate, but onnx loads far faster, which matters for query
+processes (benchmarks/bench_encoder.py measures both). int8 quantisation needs the ``onnx`` package:
+not used.
 """
 
 from __future__ import annotations

@@ -90,9 +90,6 @@ def build(
     ``min_df`` defaults to 1 below ``MIN_DF_LARGE_CORPUS`` passages and 2 above, where
     once-seen bigrams would dominate the vocabulary.
     """
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from tqdm import tqdm
-
     t0 = time.perf_counter()
     db_path, out_dir = Path(db_path), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -111,48 +108,58 @@ def build(
             max_features=max_features,
             dtype="float32",
         )
-        vec = TfidfVectorizer(**{**params, "ngram_range": tuple(params["ngram_range"]), "dtype": np.float32})
-        docs = tqdm(_documents(con, db_path), total=n, unit="passage", desc="tfidf", disable=not progress)
-        try:
-            matrix = vec.fit_transform(docs) if n else None
-        except ValueError as exc:  # e.g. "empty vocabulary": every passage is stop words / punctuation
-            raise BuildError(f"{db_path}: TF-IDF fit failed: {exc}") from exc
+        matrix, vocab, idf = _fit(con, db_path, n, params, progress=progress)
         write_table(con, db_path, out_dir)
     finally:
         con.close()
-    if matrix is None:
-        import scipy.sparse
+    meta = _save(out_dir, matrix, vocab, idf, count=n, params=params, seconds=time.perf_counter() - t0)
+    return {
+        "type": NAME,
+        "engine": f"scikit-learn {meta['sklearn_version']} TfidfVectorizer",
+        "params": meta,
+        "documents": n,
+        "build_seconds": meta["build_seconds"],
+    }
 
-        matrix = scipy.sparse.csc_matrix((0, 0), dtype=np.float32)
-        vocab: dict[str, int] = {}
-        idf = np.zeros(0, dtype=np.float32)
-    else:
-        vocab = {term: int(col) for term, col in vec.vocabulary_.items()}
-        idf = vec.idf_.astype(np.float32)
-    _save_npz(out_dir / "matrix.npz", matrix.tocsc().astype(np.float32))
-    atomic_write_json(out_dir / "vocabulary.json", vocab, sort_keys=True)
-    save_npy(out_dir / "idf.npy", idf)
+
+def _fit(con, db_path: Path, n: int, params: dict, *, progress: bool):
+    """The passage matrix (CSC, float32), the vocabulary (term -> column) and the idf of ``n`` passages."""
+    import scipy.sparse
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from tqdm import tqdm
+
+    if not n:
+        return scipy.sparse.csc_matrix((0, 0), dtype=np.float32), {}, np.zeros(0, dtype=np.float32)
+    vec = TfidfVectorizer(**{**params, "ngram_range": tuple(params["ngram_range"]), "dtype": np.float32})
+    docs = tqdm(_documents(con, db_path), total=n, unit="passage", desc="tfidf", disable=not progress)
+    try:
+        matrix = vec.fit_transform(docs)
+    except ValueError as exc:  # e.g. "empty vocabulary": every passage is stop words / punctuation
+        raise BuildError(f"{db_path}: TF-IDF fit failed: {exc}") from exc
+    vocab = {term: int(col) for term, col in vec.vocabulary_.items()}
+    return matrix.tocsc().astype(np.float32), vocab, vec.idf_.astype(np.float32)
+
+
+def _save(out_dir: Path, matrix, vocab: dict, idf, *, count: int, params: dict, seconds: float) -> dict:
+    """Write the matrix, vocabulary and idf, then ``params.json`` last; returns the params."""
     import sklearn
 
+    _save_npz(out_dir / "matrix.npz", matrix)
+    atomic_write_json(out_dir / "vocabulary.json", vocab, sort_keys=True)
+    save_npy(out_dir / "idf.npy", idf)
     meta = {
         "type": NAME,
         "format_version": FORMAT_VERSION,
-        "count": n,
+        "count": count,
         "vocabulary_size": len(vocab),
         "nnz": int(matrix.nnz),
         "layout": "csc",
         "sklearn_version": sklearn.__version__,
         "vectorizer": params,
-        "build_seconds": round(time.perf_counter() - t0, 2),
+        "build_seconds": round(seconds, 2),
     }
     atomic_write_json(out_dir / PARAMS_FILE, meta, sort_keys=True)
-    return {
-        "type": NAME,
-        "engine": f"scikit-learn {sklearn.__version__} TfidfVectorizer",
-        "params": meta,
-        "documents": n,
-        "build_seconds": meta["build_seconds"],
-    }
+    return meta
 
 
 def load(index_dir: Path) -> TfidfBackend:

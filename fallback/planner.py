@@ -12,8 +12,8 @@ from typing import Any, Protocol
 from fallback.relevance import content_words
 
 MAX_QUERY_WORDS = 8
-# CirrusSearch returns only pages that match every word, so a long query finds nothing: on the HotpotQA bench,
-# 12 of 258 eight-word searches had a hit, and 115 of 276 three-word ones.
+# CirrusSearch returns only pages that match every word, so a long query finds nothing: a few rare words find
+# the page far more often (benchmarks/RESULTS.md, fallback).
 SPECIFIC_QUERY_WORDS = 3
 
 
@@ -46,10 +46,10 @@ class KeywordPlanner:
     With ``specificity`` (scores of words, higher = rarer, e.g. the local index's idf), attempt 1 asks for the
     claim's ``specific_words`` rarest words, in the claim's order, instead of its first ``max_words``: a short
     query of discriminating words is what a search that matches every word can answer ("lobbyist consultant
-    Trump" for "the American lawyer, lobbyist and political consultant who ... Donald Trump"). Attempt 2 then
+    senator" for "the lawyer, lobbyist and political consultant who ... worked for a senator"). Attempt 2 then
     asks for the rarest words outside the names looked up, instead of the first half of the keywords: the page
-    the claim leads to is described by the rest ("organizations improve consultant" for "Who was known by his
-    stage name Aladin and helped organizations improve their performance as a consultant?").
+    the claim leads to is described by the rest ("consultancy firm founded" for "Which consultancy firm was
+    founded by the magician known as X?").
     """
 
     def __init__(

@@ -29,16 +29,15 @@ DEFAULT_PASSAGE_WORDS = 100
 # are loaded in whole row groups. An insert of at least one row group is compressed and written straight
 # to the database file (DuckDB's optimistic write), here in the main process while the workers clean the
 # next pages; smaller inserts go to the WAL uncompressed and leave the compression to the final CHECKPOINT,
-# which runs after the workers are done. Measured on the x20 bench dump (108k passages): ingest 8.4 -> 7.6 s,
-# the serial finish 1.2-1.5 -> 0.4 s; the store grows 149 -> 155 MB (122,880-row groups compress a bit better,
-# but a table smaller than one group would be loaded and compressed only at the end).
+# which runs after the workers are done. Smaller groups move that work off the serial finish and overlap it
+# with the workers, at the cost of a slightly larger store (benchmarks/RESULTS.md, ingest).
 ROW_GROUP_ROWS = 32_768
 FLUSH_ROWS = ROW_GROUP_ROWS  # rows per table per load
 FLUSH_BYTES = 256 << 20  # ... or fewer rows when they hold this much (section texts are long)
 LOAD_THREADS = 1  # DuckDB threads of the bulk load
 # WAL size before DuckDB checkpoints on its own. The default (16 MB) checkpoints after nearly every
-# flush, recompressing the tables' partly filled last row groups each time (measured: ~1.3 CPU-s of
-# 20 on 2,120 articles); finish() checkpoints once at the end anyway.
+# flush, recompressing the tables' partly filled last row groups each time; finish() checkpoints once at the
+# end anyway.
 CHECKPOINT_THRESHOLD = "1GB"
 MAX_REDIRECT_HOPS = 16  # longer chains are treated like loops
 
@@ -239,8 +238,8 @@ def _gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for one task.
 
     A task allocates millions of short-lived tuples, lists and strings, freed by reference counting;
-    the collector, triggered every few hundred allocations, only rescans them (measured: ~10% of the
-    worker's CPU). Cycles made meanwhile are collected once it runs again, after the task.
+    the collector, triggered every few hundred allocations, would only rescan them. Cycles made meanwhile
+    are collected once it runs again, after the task.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -279,7 +278,6 @@ def rows_to_batch(batch: list[PageRows]) -> RowBatch:
         name: tuple([] for _ in _COLUMNS[name]) for name in _COLUMNS if name not in buf
     }
     counts = {"pages_skipped_empty": 0, "pages_failed": 0, "pages_truncated": 0, "warnings": 0}
-    span_cols = cols["sentence_spans"]
     messages: list[str] = []
     passage_id = 0
     for rows in batch:
@@ -289,12 +287,12 @@ def rows_to_batch(batch: list[PageRows]) -> RowBatch:
         if rows.skipped:
             messages.append(f"{rows.source_file}: {rows.skipped}")
             counts["pages_failed" if rows.failed else "pages_skipped_empty"] += 1
-            continue
-        if rows.redirect is not None:
+        elif rows.redirect is not None:
             target, fragment = rows.redirect
-            buf["_redirect_raw"].append(
+            redirects = buf["_redirect_raw"]
+            redirects.append(
                 (
-                    len(buf["_redirect_raw"]),
+                    len(redirects),
                     rows.title,
                     target,
                     fragment,
@@ -303,47 +301,54 @@ def rows_to_batch(batch: list[PageRows]) -> RowBatch:
                     rows.namespace,
                 )
             )
-            continue
-        pid = rows.page_id
-        buf["pages"].append(
-            (
-                pid,
-                rows.title,
-                rows.namespace,
-                rows.rev_id,
-                rows.rev_timestamp,
-                rows.is_disambiguation,
-                rows.url,
-                rows.lead,
-                normalize_title(rows.title),
-                rows.source_file,
-                "local",
-            )
-        )
-        _section_rows(pid, rows.sections, rows.passages, passage_id, cols["section_heads"], cols["passage_joints"])
-        for passage_index, (section_index, text, heading_path, source, spans, page_indexes) in enumerate(rows.passages):
-            buf["passages"].append(
-                (passage_id, pid, section_index, text, rows.title, heading_path, source, passage_index)
-            )
-            if spans:  # offsets only: the store's `sentences` view slices the passage text
-                n = len(spans)
-                starts, ends = zip(*spans)
-                span_cols[0].extend([passage_id] * n)
-                span_cols[1].extend(range(n))
-                span_cols[2].extend(page_indexes)
-                span_cols[3].extend(starts)
-                span_cols[4].extend(ends)
-            passage_id += 1
-        for name, values in (("categories", rows.categories), ("see_also", rows.see_also)):
-            if values:
-                cols[name][0].extend([pid] * len(values))
-                cols[name][1].extend(values)
-        _extend_rows(cols["links"], pid, rows.links)
-        _extend_rows(cols["infobox"], pid, rows.infobox)
-        _extend_rows(cols["table_rows"], pid, rows.table_rows)
+        else:
+            passage_id = _page_to_rows(rows, passage_id, buf, cols)
     tables = {name: _arrow(name, rows) for name, rows in buf.items() if rows}
     tables.update({name: _arrow_columns(name, columns) for name, columns in cols.items() if columns[0]})
     return RowBatch(tables=tables, pages=len(batch), messages=messages, counts=counts)
+
+
+def _page_to_rows(
+    rows: PageRows, passage_id: int, buf: dict[str, list[tuple]], cols: dict[str, tuple[list, ...]]
+) -> int:
+    """Add an article's rows (its passages numbered from ``passage_id``); returns the next passage id."""
+    pid = rows.page_id
+    buf["pages"].append(
+        (
+            pid,
+            rows.title,
+            rows.namespace,
+            rows.rev_id,
+            rows.rev_timestamp,
+            rows.is_disambiguation,
+            rows.url,
+            rows.lead,
+            normalize_title(rows.title),
+            rows.source_file,
+            "local",
+        )
+    )
+    _section_rows(pid, rows.sections, rows.passages, passage_id, cols["section_heads"], cols["passage_joints"])
+    span_cols = cols["sentence_spans"]
+    for passage_index, (section_index, text, heading_path, source, spans, page_indexes) in enumerate(rows.passages):
+        buf["passages"].append((passage_id, pid, section_index, text, rows.title, heading_path, source, passage_index))
+        if spans:  # offsets only: the store's `sentences` view slices the passage text
+            n = len(spans)
+            starts, ends = zip(*spans)
+            span_cols[0].extend([passage_id] * n)
+            span_cols[1].extend(range(n))
+            span_cols[2].extend(page_indexes)
+            span_cols[3].extend(starts)
+            span_cols[4].extend(ends)
+        passage_id += 1
+    for name, values in (("categories", rows.categories), ("see_also", rows.see_also)):
+        if values:
+            cols[name][0].extend([pid] * len(values))
+            cols[name][1].extend(values)
+    _extend_rows(cols["links"], pid, rows.links)
+    _extend_rows(cols["infobox"], pid, rows.infobox)
+    _extend_rows(cols["table_rows"], pid, rows.table_rows)
+    return passage_id
 
 
 def _section_rows(
@@ -518,7 +523,7 @@ class StoreWriter:
             # Spill files beside the store (inside the build's temporary folder), not in the working directory.
             self._con.execute(f"SET temp_directory = {_sql_string(str(self.db_path) + '.tmp')}")
             # One thread: the loads run beside the worker pool, and DuckDB's extra threads only
-            # fight the workers for the cores (measured: 5x slower flushes with 2 threads under load).
+            # fight the workers for the cores.
             self._con.execute(f"SET threads = {int(threads)}")
             self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
             self._con.execute(STORE_DDL)

@@ -42,7 +42,7 @@ class Mention:
     start: int  # character offsets in the claim
     end: int
     resolution: Resolution | None = None
-    quoted: bool = False  # a title in quotes ("Shut Up, Make Love"): one name, never split into pieces
+    quoted: bool = False  # a title in quotes ("Stop, Look and Listen"): one name, never split into pieces
 
     @property
     def resolved(self) -> bool:
@@ -126,7 +126,7 @@ def find_mentions(claim: str, store: Store, *, max_ngram: int = 8) -> list[Menti
         text = quoted_at.get((i, j)) or claim[toks[i][1] : toks[j - 1][2]]  # "Livin' (And ... Love)" keeps its ")"
         mentions.append(Mention(text, toks[i][1], toks[i][1] + len(text), res))
     # A quoted title that resolves to nothing is one missing name, in place of the capitalised runs inside it
-    # ("Tunnels and Trolls", not "Tunnels" and "Trolls").
+    # ("Salt and Pepper Hill", not "Salt" and "Pepper Hill").
     unresolved = [(i, j) for i, j, _ in quoted if not all(taken[i:j])]
     mentions += [
         Mention(quoted_at[(i, j)], toks[i][1], toks[i][1] + len(quoted_at[(i, j)]), None, quoted=True)
@@ -175,9 +175,9 @@ def quoted_titles(claim: str, toks: Sequence[tuple[str, int, int]] | None = None
     """Titles of works the claim quotes, as ``(first token, end token, title)``.
 
     HotpotQA questions quote the films, songs and books they name, and such titles hold commas, colons and
-    lowercase words ("Shut Up, Make Love", "Old and in the Way", "Rebel Without a Cause"). A quoted span counts
+    lowercase words ("Stop, Look and Listen", "Out of the Blue Room", "A Song Without a Name"). A quoted span counts
     as a title when it starts with a capital or a digit and at least half of its words other than function
-    words are capitalised: "Prince of tenors" is a name, "dwelling place of the dead" is a phrase.
+    words are capitalised: "King of lanterns" is a name, "resting place of the old" is a phrase.
     """
     toks = _tokens(claim) if toks is None else toks
     out: list[tuple[int, int, str]] = []
@@ -243,7 +243,7 @@ def _is_demonym_modifier(toks: Sequence[tuple[str, int, int]], i: int, j: int) -
 
 
 def _is_adverb(tok: str) -> bool:
-    """Sentence-initial adverbs ("Frequently", "Probably") are not names; "Italy", "Emily", "Connolly" are."""
+    """Sentence-initial adverbs ("Often", "Probably") are not names; "Italy", "Emily", "Connolly" are."""
     return len(tok) > 5 and bool(_ADVERB.search(tok))
 
 
@@ -263,11 +263,11 @@ def names_in(text: str) -> list[str]:
             continue
         end = toks[j - 1][2]
         if toks[j - 1][0] in _NAME_SUFFIXES and text[end : end + 1] == ".":
-            end += 1  # "Harry Connick Jr.", "Apple Inc.": Wikipedia titles keep the period
+            end += 1  # "Martin Luther King Jr.", "Apple Inc.": Wikipedia titles keep the period
         span = text[toks[i][1] : end]
         pieces = [_POSSESSIVE.sub("", p.strip()) for p in _PIECES.split(span)]
         names = [p for p in pieces if p and _name_words(p) and not is_quantity(p)]
-        # Wikipedia titles places "Town, Region" ("Southaven, Mississippi", "Casino, New South Wales, Australia"):
+        # Wikipedia titles places "Town, Region" ("Springfield, Illinois", "Bath, Somerset"):
         # the first two names with only a comma between them are offered joined as well, before each alone. A
         # longer run is a list ("Bryan Cranston, Heidi Gardner, Tucker Gilmore, ..."), whose pairs name nothing.
         joined = [f"{names[0]}, {names[1]}"] if 2 <= len(names) <= 3 and f"{names[0]}, {names[1]}" in span else []
@@ -280,8 +280,8 @@ def names_in(text: str) -> list[str]:
     return out
 
 
-# Words of rank or office before a name: "King George V" is titled "George V", "Austrian Prime Minister Engelbert
-# Dollfuss" is "Engelbert Dollfuss" (the live site may redirect the first; never the second).
+# Words of rank or office before a name: "King George V" is titled "George V", "Prime Minister Jane Ellery
+# Doe" is "Jane Ellery Doe" (the live site may redirect the first; never the second).
 _HONORIFICS = frozenset(
     """king queen emperor empress pope prince princess president sir dame lord lady saint
     st. general senator governor chancellor prime minister premier secretary vice foreign mayor ambassador
@@ -291,7 +291,7 @@ _OF_SPLIT = re.compile(r"\s+of\s+")
 
 
 def _name_variants(name: str) -> list[str]:
-    """A name, then the names inside it: "Nick Park of Aardman Animations" -> "Nick Park", "Aardman Animations"
+    """A name, then the names inside it: "Ann Moss of Acme Studios" -> "Ann Moss", "Acme Studios"
     (a person of an organisation: both sides two words or more), "King George V" -> "George V"."""
     out = [name]
     m = _OF_SPLIT.search(name)
@@ -356,12 +356,12 @@ def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, i
             and not _POSSESSIVE.search(toks[j - 1][0])
         ):
             j += 1
-        # "Are both Jim McBride and Neil Jordan American?": an adjective of nationality ending the sentence is
-        # said of the name before it, not part of it (a two-word run is left alone: "... by Aram Avakian.").
+        # "Are both Ann Lee Moss and Tom Hale American?": an adjective of nationality ending the sentence is
+        # said of the name before it, not part of it (a two-word run is left alone: "... by Tom Hale.").
         after = j
         if j - i >= 3 and j == n and _is_demonym(toks[j - 1][0]):
             j -= 1
-        # A lone capitalised word at the start of the claim is usually just sentence case ("The", "Frequently",
+        # A lone capitalised word at the start of the claim is usually just sentence case ("The", "Often",
         # "Part of the Hindu Kush ...": a name would continue with a capitalised word after "of"; "According to",
         # "Born on": a participle opening the sentence).
         if not (
@@ -380,13 +380,13 @@ def capitalised_spans(toks: Sequence[tuple[str, int, int]]) -> list[tuple[int, i
     return out
 
 
-# Dates and quantities ("June 12, 1875", "3103 BC", "8th", "1992-93") are capitalised spans, not entities.
+# Dates and quantities ("June 3, 1901", "3103 BC", "8th", "1992-93") are capitalised spans, not entities.
 _QUANTITY_TOKEN = re.compile(r"^\d[\d,.]*(?:st|nd|rd|th|s)?$")
 _CALENDAR = frozenset(
     """january february march april may june july august september october november december
     jan feb mar apr jun jul aug sep sept oct nov dec bc ad bce ce""".split()
 )
-# A capitalised run can swallow a list or a quotation ("England, Fireflight"): each piece is judged alone.
+# A capitalised run can swallow a list or a quotation ("England, Moonfall"): each piece is judged alone.
 # Not split at a closing apostrophe: "Hundred Years' War" is one name.
 _PIECES = re.compile(r"""[,;:"“”()]|\s['‘’](?=\w)|\s[–—]\s""")
 COVER_DEPTH = 10  # how many top local evidence items may cover a mention
@@ -395,18 +395,18 @@ _WORD_AT = re.compile(r"\w+", re.UNICODE)
 
 
 def fold_plural(word: str) -> str:
-    """Crude plural folding, enough for "Touchscreens" ~ "Touchscreen"."""
+    """Crude plural folding, enough for "Windmills" ~ "Windmill"."""
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
 def strip_disambiguator(title: str) -> str:
-    """ "Big Stone Gap (film)" -> "Big Stone Gap"."""
+    """ "Blue Harbor (film)" -> "Blue Harbor"."""
     return _DISAMBIGUATOR.sub("", title)
 
 
 def _name_words(text: str) -> set[str]:
     """A mention's identifying words: no function words, no dates or numbers, plurals folded. A name made only
-    of function words, all capitalised ("For Against", "The Who"), is its words."""
+    of function words, all capitalised ("The Who", "Off Or On"), is its words."""
     out = set()
     for w in words(text):
         if w in STOPWORDS or w in _CALENDAR or _QUANTITY_TOKEN.match(w):
@@ -426,14 +426,14 @@ def is_quantity(text: str) -> bool:
 
 
 def _base_words(title: str) -> tuple[str, ...]:
-    """A title's words without its disambiguator, plurals folded: "Big Stone Gap (film)" -> big stone gap."""
+    """A title's words without its disambiguator, plurals folded: "Blue Harbor (film)" -> blue harbor."""
     return tuple(fold_plural(w) for w in words(strip_disambiguator(title)))
 
 
 def _title_anchors(claim: str, titles: Sequence[str]) -> list[tuple[int, int]]:
     """Character spans where a top evidence title (without disambiguator) occurs in the claim, word for word.
 
-    "Tablet computers use touchscreens" names "Touchscreen"; "James VI and I was ..." names "James VI and I".
+    "Old farms had windmills" names "Windmill"; "Mary II and William was ..." names "Mary II and William".
     """
     toks = [(fold_plural(m.group().casefold()), m.start(), m.end()) for m in _WORD_AT.finditer(claim)]
     stems = [t[0] for t in toks]
@@ -450,7 +450,7 @@ def _title_anchors(claim: str, titles: Sequence[str]) -> list[tuple[int, int]]:
     return out
 
 
-# What stands between coordinated entities, quotes around titles included ('"Cooking Light" and "Vibe"').
+# What stands between coordinated entities, quotes around titles included ('"Red Harbour" and "Blue Lake"').
 _COORDINATION = re.compile(
     r"^[\s\"\u201c\u201d]*(?:,|;|&|and|or|nor|vs\.?|versus|as well as|,\s*and|,\s*or)?"
     r"[\s\"\u201c\u201d]*(?:the\s+)?$",
@@ -468,13 +468,13 @@ def is_question(text: str) -> bool:
 
 def _title_key(text: str) -> frozenset[str]:
     """A name's words for matching a title: no function words, plurals folded, numbers kept
-    ("1925 Birthday Honours" is not "1951 Birthday Honours")."""
+    ("1925 Town Fair" is not "1951 Town Fair")."""
     return frozenset(fold_plural(w) for w in words(text) if w not in STOPWORDS)
 
 
 def _capitalised_function_words(text: str) -> set[str]:
-    """Function words a name capitalises, so a title must have them too: "Camel Up" is not "Camel" (articles
-    aside: "The Futureheads" is "Futureheads")."""
+    """Function words a name capitalises, so a title must have them too: "Time Out" is not "Time" (articles
+    aside: "The Beatles" is "Beatles")."""
     return {
         w.casefold()
         for w in _WORD_AT.findall(text)
@@ -491,7 +491,7 @@ def _coordinated_groups(claim: str, entities: list[_Entity]) -> list[list[_Entit
     for ent in sorted(entities, key=lambda x: (x[0], -x[1])):  # at one start the longer span is the name
         if groups:
             last = groups[-1][-1]
-            if ent[0] < last[1]:  # nested in or overlapping the last one ("Palace" in "Palace of Caserta")
+            if ent[0] < last[1]:  # nested in or overlapping the last one ("Palace" in "Palace of Lights")
                 continue
             if _COORDINATION.match(claim[last[1] : ent[0]]):
                 groups[-1].append(ent)
@@ -527,125 +527,170 @@ def missing_entities(
     ``covered`` is the top local evidence as (title, text) pairs, best first (``covered_text`` is one more
     text). An unresolved name is still *known locally*, and never looked up, when it is
     - a date or quantity, not an entity;
-    - a top evidence title, up to its disambiguator and plurals ("Big Stone Gap" ~ "Big Stone Gap (film)");
-    - or, if the claim is anchored locally, present in one top evidence item's title and text (all its
-      words in that item). Without an anchor the local index knows none of the claim's entities, and a name
+    - a top evidence title, up to its disambiguator and plurals;
+    - or, if the claim is anchored locally (a mention resolves to a local page), present in one top evidence
+      item's title and text. Without an anchor the local index knows none of the claim's entities, and a name
       merely mentioned in passing is not its page, so it is looked up.
-    The claim is anchored when a mention resolves to a local page.
-    With ``subject_first`` and a ``claim`` that is not a question, the claim's first entity, with those
-    coordinated with it ("X and Y", "X or Y"), is its subject (FEVER-style claims are written so). A local
-    subject (resolved mentions, or top evidence titles named in the claim) means no lookup at all: the local
-    index has the pages the claim is about, and the other names are their context. A missing subject is
-    always looked up, even when other pages mention it. A question is not about its first entity alone, so a
-    local one does not stop the lookup of the others, and a missing one ("Who is older, X or Y?") is looked
-    up; so is every entity a question compares ("X or Y", "Are X and Y both ..."), wherever it stands, unless
-    its own page is local (a title qualified as another kind of thing, "X (album)" for a band, is not). A name
-    that runs across a comma or quotes is judged, and returned, piece by piece; a quoted title (see
-    ``quoted_titles``) is one name.
+    With ``subject_first`` the claim's subject is decided first (see :func:`_claim_subjects`): a local subject
+    of a claim that is not a question means no lookup at all. A name that runs across a comma or quotes is
+    judged, and returned, piece by piece; a quoted title (see ``quoted_titles``) is one name.
     """
     items = [(t or "", x or "") for t, x in list(covered)[:depth]]
     if covered_text:
         items.append(("", covered_text))
     # A disambiguation page lists the pages sharing a name: it is none of them.
     titles = [t for t, _ in items if t and not t.endswith("(disambiguation)")]
-    # Top titles by their words without a disambiguator. own_words: the titles a compared entity may match,
-    # those without a disambiguator or with one the claim names, the kind of thing it compares ("Which band ...,
-    # Royal Blood" -> "Royal Blood (band)"); "Marcy Playground (album)" is another thing of the band's name.
-    claim_words = {fold_plural(w) for w in words(claim)}
-    title_words: dict[frozenset[str], list[set[str]]] = {}
-    own_words: dict[frozenset[str], list[set[str]]] = {}
-    for t in titles:
-        base = strip_disambiguator(t)
-        key, base_words = _title_key(base), set(words(base))
-        title_words.setdefault(key, []).append(base_words)
-        if base == t or {fold_plural(w) for w in words(t[len(base) :])} & claim_words:
-            own_words.setdefault(key, []).append(base_words)
+    local = _TopTitles.of(titles, claim)
+    named = [m for m in mentions if not all(is_quantity(p) or not _name_words(p) for p in _pieces(m))]
+    subjects: set[int] = set()
+    compared: set[int] = set()
+    if subject_first and claim and items:
+        decided = _claim_subjects(claim, named, titles, local)
+        if decided is None:
+            return []
+        subjects, compared = decided
+    known = _KnownLocally(items, local, anchored=any(m.resolved for m in named), subjects=subjects, compared=compared)
+    return _names_to_look_up(claim, named, local, known)
 
-    def by_title(piece: str, among: dict[frozenset[str], list[set[str]]] = title_words) -> bool:
+
+def _pieces(m: Mention) -> list[str]:
+    """The names a mention holds: split at commas and quotes, a suffix such as ", Inc" kept with its name."""
+    if m.quoted:
+        return [m.text]
+    split = (p.strip() for p in _PIECES.split(m.text))
+    return [p for p in split if p and p.rstrip(".") not in _NAME_SUFFIXES] or [m.text]
+
+
+class _TopTitles:
+    """The top evidence titles by their words without a disambiguator.
+
+    ``own`` holds the titles a compared entity may match: those without a disambiguator, or with one the claim
+    names (the kind of thing it compares, "Which band ..." for "X (band)"); a page of another thing of the same
+    name ("X (album)" for the band) is not the entity's own.
+    """
+
+    def __init__(self, every: dict[frozenset[str], list[set[str]]], own: dict[frozenset[str], list[set[str]]]):
+        self.every = every
+        self.own = own
+
+    @classmethod
+    def of(cls, titles: Sequence[str], claim: str) -> _TopTitles:
+        claim_words = {fold_plural(w) for w in words(claim)}
+        every: dict[frozenset[str], list[set[str]]] = {}
+        own: dict[frozenset[str], list[set[str]]] = {}
+        for t in titles:
+            base = strip_disambiguator(t)
+            key, base_words = _title_key(base), set(words(base))
+            every.setdefault(key, []).append(base_words)
+            if base == t or {fold_plural(w) for w in words(t[len(base) :])} & claim_words:
+                own.setdefault(key, []).append(base_words)
+        return cls(every, own)
+
+    def names(self, piece: str, *, own: bool = False) -> bool:
+        """Whether ``piece`` is one of the titles (its capitalised function words included)."""
+        among = self.own if own else self.every
         key = _title_key(piece)
         if not key or key not in among:
             return False
         caps = _capitalised_function_words(piece)
         return any(caps <= ws for ws in among[key])
 
-    def pieces(m: Mention) -> list[str]:
-        if m.quoted:
-            return [m.text]
-        # "Paramount Pictures, Inc": the suffix after the comma is part of the name, not a name of its own.
-        return [p for p in (p.strip() for p in _PIECES.split(m.text)) if p and p.rstrip(".") not in _NAME_SUFFIXES] or [
-            m.text
-        ]
+    def covers(self, m: Mention) -> bool:
+        return bool(m.resolved) or all(self.names(p) for p in _pieces(m))
 
-    named = [m for m in mentions if not all(is_quantity(p) or not _name_words(p) for p in pieces(m))]
-    is_local = {id(m): bool(m.resolved) or all(by_title(p) for p in pieces(m)) for m in named}
-    anchored = any(m.resolved for m in named)
-    subjects: set[int] = set()
-    compared: set[int] = set()
-    if subject_first and claim and items:
-        groups = _coordinated_groups(
-            claim,
-            [(m.start, m.end, is_local[id(m)], m) for m in named]
-            + [(s, e, True, None) for s, e in _title_anchors(claim, titles)],
-        )
-        if not groups:
-            return []
-        if not is_question(claim) and all(local for _, _, local, _ in groups[0]):
-            return []
-        subjects = {id(m) for _, _, local, m in groups[0] if not local}
-        # A comparison ("Are X and Y both ...?", "Who is older, X or Y?") is about each entity it compares: one
-        # that the other's page merely mentions ("Lisa Raymond" in the intro of "Liezel Huber") still needs its own,
-        # and a page of another thing of that name ("Marcy Playground (album)" for the band) is not it.
-        compared = {
-            id(m)
-            for group in groups
-            if _is_compared(claim, group)
-            for _, _, _, m in group
-            if m is not None and not m.resolved and not all(by_title(p, own_words) for p in pieces(m))
-        }
-        subjects |= compared
 
-    # Word sets of the evidence, for the text coverage below: built only past the subject-first check.
-    item_words = [{fold_plural(w) for w in words(t)} | {fold_plural(w) for w in words(x)} for t, x in items]
-    lowered = [x.casefold() for _, x in items]
+def _claim_subjects(
+    claim: str, named: Sequence[Mention], titles: Sequence[str], local: _TopTitles
+) -> tuple[set[int], set[int]] | None:
+    """The mentions the claim is about (``id``s): its subjects, and among them the entities it compares.
 
-    def known(piece: str, m: Mention) -> bool:
-        if (
-            is_quantity(piece)
-            or not _name_words(piece)
-            or by_title(piece, own_words if id(m) in compared else title_words)
-        ):
+    None when nothing needs a lookup: the claim is not a question and its subject is local. A claim that is
+    not a question is about its first entity, with those coordinated with it ("X and Y", "X or Y"): a local
+    subject (resolved mentions, or top evidence titles named in the claim) means the other names are context.
+    A missing subject is always looked up, even when other pages mention it. A question is not about its first
+    entity alone, so every entity it compares ("X or Y", "Are X and Y both ...") is a subject too, wherever it
+    stands, unless its own page is local: another page merely mentioning it is not its page.
+    """
+    groups = _coordinated_groups(
+        claim,
+        [(m.start, m.end, local.covers(m), m) for m in named]
+        + [(s, e, True, None) for s, e in _title_anchors(claim, titles)],
+    )
+    if not groups:
+        return None
+    if not is_question(claim) and all(is_local for _, _, is_local, _ in groups[0]):
+        return None
+    subjects = {id(m) for _, _, is_local, m in groups[0] if not is_local}
+    compared = {
+        id(m)
+        for group in groups
+        if _is_compared(claim, group)
+        for _, _, _, m in group
+        if m is not None and not m.resolved and not all(local.names(p, own=True) for p in _pieces(m))
+    }
+    return subjects | compared, compared
+
+
+class _KnownLocally:
+    """Whether a piece of a mention is known to the local index (see :func:`missing_entities`)."""
+
+    def __init__(
+        self,
+        items: Sequence[tuple[str, str]],
+        local: _TopTitles,
+        *,
+        anchored: bool,
+        subjects: set[int],
+        compared: set[int],
+    ):
+        self.local = local
+        self.anchored = anchored
+        self.subjects = subjects
+        self.compared = compared
+        self.item_words = [{fold_plural(w) for w in words(t)} | {fold_plural(w) for w in words(x)} for t, x in items]
+        self.lowered = [x.casefold() for _, x in items]
+
+    def __call__(self, piece: str, m: Mention) -> bool:
+        if is_quantity(piece) or not _name_words(piece) or self.local.names(piece, own=id(m) in self.compared):
             return True
-        if id(m) in subjects:  # the claim is about it: other pages mentioning it are not its page
+        if id(m) in self.subjects:  # the claim is about it: other pages mentioning it are not its page
             return False
-        # Numbers count here: "888 7th Avenue" is not covered by "655 Park Avenue".
+        if not self.anchored:
+            return False
+        # Numbers count here: a house number names another building than the one in the evidence.
         name = _title_key(piece) or frozenset(_name_words(piece))
-        return anchored and (any(name <= iw for iw in item_words) or any(piece.casefold() in low for low in lowered))
+        return any(name <= iw for iw in self.item_words) or any(piece.casefold() in low for low in self.lowered)
 
+
+def _names_to_look_up(claim: str, named: Sequence[Mention], local: _TopTitles, known: _KnownLocally) -> list[str]:
+    """The pieces of the unresolved mentions that are not known locally, in claim order, each once.
+
+    Two words joined by "and" may be one name or two: when the joined name is a top title neither is looked up;
+    otherwise both are asked for, the joined name first (the fallback keeps it when it has a page).
+    """
     out: list[str] = []
     joined = _joined_pairs(claim, named)
     for m in named:
         if m.resolved:
             continue
         pair = joined.get(id(m))  # (the joined name, the other word's mention, whether m comes first)
-        if pair is not None and by_title(pair[0]):  # "the film Kiss and Tell" ~ "Kiss and Tell (1945 film)"
+        if pair is not None and local.names(pair[0]):
             continue
-        names = [n for n in pieces(m) if not known(n, m)]
-        # "the Star and Dagger bass player": one name, or two? Both are asked for (the fallback keeps the joined
-        # one if it has a page), the joined one first.
+        names = [n for n in _pieces(m) if not known(n, m)]
         if pair is not None and pair[2] and names == [m.text] and not known(pair[1].text, pair[1]):
             names.insert(0, pair[0])
-        for name in names:  # "1960's, Heavy Metal" -> "Heavy Metal"; "England, Henry Roth" -> both
+        for name in names:
             if name not in out:
                 out.append(name)
     return out
 
 
-# What joins the two words of a name that may be one name or two ("Kiss and Tell", "Will & Grace").
+# What joins the two words of a name that may be one name or two ("Salt and Pepper", "Tom & Jerry").
 NAME_JOINTS = (" and ", " & ")
 
 
 def _joined_pairs(claim: str, named: Sequence[Mention]) -> dict[int, tuple[str, Mention, bool]]:
-    """Single-word names joined by "and" ("Kiss and Tell", "Star and Dagger", "Jack and Jill"), which may be one
+    """Single-word names joined by "and" ("Salt and Pepper", "Moon and Sixpence", "Jack and Jill"), which may be one
     name or two: ``id(mention) -> (joined name, the other word's mention, whether this one comes first)``."""
     out: dict[int, tuple[str, Mention, bool]] = {}
     ordered = sorted((m for m in named if not m.quoted), key=lambda m: m.start)

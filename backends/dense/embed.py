@@ -132,10 +132,6 @@ def embed_range(
     progress: bool = False,
 ) -> dict:
     """Encode passages [start, end) into shards under ``shards_dir``, skipping complete ones."""
-    from tqdm import tqdm
-
-    from backends.encoder import DIM
-
     db_path, shards_dir = Path(db_path), Path(shards_dir)
     con = connect(db_path)
     try:
@@ -144,54 +140,61 @@ def embed_range(
         if start < 0 or start > end:
             raise InputError(f"bad passage range [{start}, {end}) for {n} passages", path=str(db_path))
         shards_dir.mkdir(parents=True, exist_ok=True)
-        # A shard is kept only if complete and made from the same passage texts: the store may have been
-        # rebuilt from other inputs since (shards outlive a failed build so that it can resume).
-        todo = [
-            (a, b)
-            for a, b in shard_ranges(start, end, shard_size=shard_size)
-            if not (
-                shard_is_complete(shard_path(shards_dir, a, b), b - a, DIM)
-                and _recorded_digest(shards_dir, a, b) == _digest(_texts(con, a, b, db_path))
-            )
-        ]
-        skipped = len(shard_ranges(start, end, shard_size=shard_size)) - len(todo)
-        if skipped:
-            log.info("resuming: %d complete shards kept in %s", skipped, shards_dir)
+        ranges = shard_ranges(start, end, shard_size=shard_size)
+        todo = [(a, b) for a, b in ranges if not _shard_is_current(con, db_path, shards_dir, a, b)]
+        if len(ranges) > len(todo):
+            log.info("resuming: %d complete shards kept in %s", len(ranges) - len(todo), shards_dir)
         t0 = time.perf_counter()
-        encoded = 0
-        if todo and encoder is None:
-            from backends.encoder import load_encoder
-
-            encoder = load_encoder(backend=backend, threads=threads)
         if todo:
-            from backends.encoder import model_info
+            from backends.encoder import load_encoder, model_info
 
+            encoder = encoder or load_encoder(backend=backend, threads=threads)
             check_model(shards_dir, model_info(encoder.backend))
-        with tqdm(
-            total=sum(b - a for a, b in todo), unit="passage", desc="embed", disable=not progress, file=sys.stderr
-        ) as bar:
-            for a, b in todo:
-                texts = _texts(con, a, b, db_path)
-                vecs = np.empty((b - a, DIM), dtype=np.float32)
-                for i in range(0, len(texts), ENCODE_CHUNK):
-                    chunk = texts[i : i + ENCODE_CHUNK]
-                    vecs[i : i + len(chunk)] = encoder.encode(chunk, batch_size=batch_size)
-                    bar.update(len(chunk))
-                save_npy(shard_path(shards_dir, a, b), vecs)
-                _write_digest(shards_dir, a, b, _digest(texts))
-                encoded += b - a
+        _encode_shards(con, db_path, shards_dir, todo, encoder, batch_size=batch_size, progress=progress)
     finally:
         con.close()
     secs = time.perf_counter() - t0
+    encoded = sum(b - a for a, b in todo)
     return {
         "passages": n,
         "encoded": encoded,
         "shards_written": len(todo),
-        "shards_skipped": skipped,
+        "shards_skipped": len(ranges) - len(todo),
         "encode_seconds": round(secs, 2),
         "passages_per_s": round(encoded / secs, 1) if encoded and secs > 0 else None,
         "encoder_backend": encoder.backend if encoder is not None else recorded_backend(shards_dir),
     }
+
+
+def _shard_is_current(con, db_path: Path, shards_dir: Path, a: int, b: int) -> bool:
+    """A shard is kept only if complete and made from the same passage texts: the store may have been rebuilt
+    from other inputs since (shards outlive a failed build so that it can resume)."""
+    from backends.encoder import DIM
+
+    return shard_is_complete(shard_path(shards_dir, a, b), b - a, DIM) and _recorded_digest(
+        shards_dir, a, b
+    ) == _digest(_texts(con, a, b, db_path))
+
+
+def _encode_shards(
+    con, db_path: Path, shards_dir: Path, todo: list[tuple[int, int]], encoder, *, batch_size: int, progress: bool
+) -> None:
+    """Encode each passage range of ``todo`` and write its shard, then its digest (the shard's seal)."""
+    from tqdm import tqdm
+
+    from backends.encoder import DIM
+
+    total = sum(b - a for a, b in todo)
+    with tqdm(total=total, unit="passage", desc="embed", disable=not progress, file=sys.stderr) as bar:
+        for a, b in todo:
+            texts = _texts(con, a, b, db_path)
+            vecs = np.empty((b - a, DIM), dtype=np.float32)
+            for i in range(0, len(texts), ENCODE_CHUNK):
+                chunk = texts[i : i + ENCODE_CHUNK]
+                vecs[i : i + len(chunk)] = encoder.encode(chunk, batch_size=batch_size)
+                bar.update(len(chunk))
+            save_npy(shard_path(shards_dir, a, b), vecs)
+            _write_digest(shards_dir, a, b, _digest(texts))
 
 
 def recorded_backend(shards_dir: Path) -> str | None:

@@ -10,12 +10,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from indexer.chunking import split_sentences
 from indexer.store import Store
 from retriever.entities import find_mentions
 from retriever.multihop.terms import coverage
 from wikiground.text import normalize_title
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _VALUE_SPLIT = re.compile(r"\s*(?:[,;/\n•]|\band\b|\bor\b)\s*")
 
 # How much each kind of pointer is worth before the context decides: a name in the matching text is the
@@ -35,7 +35,8 @@ class Bridge:
 
 
 def sentences(text: str) -> list[str]:
-    return [s for s in _SENTENCE.split(text) if s.strip()]
+    """The text's sentences, cut as the store cuts passages into sentences."""
+    return [text[a:b] for a, b in split_sentences(text)]
 
 
 def _context(sents: Sequence[str], needle: str) -> str | None:

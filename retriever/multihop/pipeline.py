@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from retriever.api import output_line
+from retriever.api import NO_ID, output_line
 from retriever.entities import find_mentions
 from retriever.fusion import fuse
 from retriever.multihop.bridges import find_bridges
@@ -45,7 +45,7 @@ class MultiHopResult:
     hops: tuple[dict[str, Any], ...] = ()
     stats: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_dict(self, id: Any = None) -> dict[str, Any]:
+    def to_dict(self, id: Any = NO_ID) -> dict[str, Any]:
         d = output_line(id, self.query, self.status, self.evidence)
         d["hops"] = list(self.hops)
         d.update(self.stats)
@@ -80,45 +80,15 @@ class MultiHopRetriever:
         if not claim.strip():
             return MultiHopResult(claim, STATUS_EMPTY_QUERY, (), (), {"timings_ms": {"total": 0.0}})
         p = self.params
-        state = ClaimState(claim)
         mentions = find_mentions(claim, self.store)
-        for m in mentions:
-            if m.resolution is not None:
-                if m.resolution.title not in state.claim_entities:
-                    state.claim_entities.append(m.resolution.title)
-            elif len(m.text) > 1 and m.text not in state.claim_mentions:
-                state.claim_mentions.append(m.text)
+        state = _claim_state(claim, mentions)
         texts: dict[str, str] = {}
         loaded: dict[str, int] = {}
         expanded: set[str] = set()
         for hop in range(1, p.hops + 1):
-            th = time.perf_counter()
-            evidence = [(c.title, texts.get(c.title, "")) for c in state.ranked()[: p.bridge_pages]]
-            plan = self.planner.plan(claim, state, hop=hop, params=p, evidence=evidence)
-            queries = self._bounded(plan, state, hop)
-            if not queries:
+            record = self._hop(state, hop, texts, loaded, expanded)
+            if record is None:
                 break
-            record = HopRecord(hop)
-            before = set(state.candidates)
-            for q, pages in zip(queries, self._run(queries)):
-                state.mark_tried(q.kind, q.text)
-                record.queries.append(
-                    (
-                        q,
-                        [
-                            self._add(state, q, hop, rank, pid, psg, title, ranks)
-                            for rank, (pid, psg, title, ranks) in enumerate(pages, 1)
-                        ],
-                    )
-                )
-            record.new_titles = [state.candidates[k].title for k in state.candidates if k not in before]
-            self._load_texts(state, texts, loaded)
-            self.scorer.score(state, texts)
-            if hop < p.hops:
-                self._follow_bridges(state, texts, expanded)
-                self.scorer.score(state, texts)
-            record.ranking = [c.title for c in state.ranked()[: p.final_k]]
-            record.ms = (time.perf_counter() - th) * 1000
             state.hops.append(record)
         final = state.ranked()[: p.final_k]
         evidence_items = self._evidence(final)
@@ -136,6 +106,37 @@ class MultiHopRetriever:
             "timings_ms": {"total": round((time.perf_counter() - t0) * 1000, 3)},
         }
         return MultiHopResult(claim, status, tuple(evidence_items), tuple(h.to_dict() for h in state.hops), stats)
+
+    def _hop(
+        self, state: ClaimState, hop: int, texts: dict[str, str], loaded: dict[str, int], expanded: set[str]
+    ) -> HopRecord | None:
+        """One hop: plan queries, run them, add their pages, re-score, follow bridges; None when nothing is left
+        to ask."""
+        p = self.params
+        th = time.perf_counter()
+        evidence = [(c.title, texts.get(c.title, "")) for c in state.ranked()[: p.bridge_pages]]
+        plan = self.planner.plan(state.claim, state, hop=hop, params=p, evidence=evidence)
+        queries = self._bounded(plan, state, hop)
+        if not queries:
+            return None
+        record = HopRecord(hop)
+        before = set(state.candidates)
+        for q, pages in zip(queries, self._run(queries)):
+            state.mark_tried(q.kind, q.text)
+            added = [
+                self._add(state, q, hop, rank, pid, psg, title, ranks)
+                for rank, (pid, psg, title, ranks) in enumerate(pages, 1)
+            ]
+            record.queries.append((q, added))
+        record.new_titles = [state.candidates[k].title for k in state.candidates if k not in before]
+        self._load_texts(state, texts, loaded)
+        self.scorer.score(state, texts)
+        if hop < p.hops:
+            self._follow_bridges(state, texts, expanded)
+            self.scorer.score(state, texts)
+        record.ranking = [c.title for c in state.ranked()[: p.final_k]]
+        record.ms = (time.perf_counter() - th) * 1000
+        return record
 
     # -- planning and running ----------------------------------------------------------------
     def _bounded(self, plan: Any, state: ClaimState, hop: int) -> list[HopQuery]:
@@ -302,3 +303,15 @@ class MultiHopRetriever:
 
 def _is_scorer(obj: Any) -> bool:
     return obj is not None and callable(getattr(obj, "score", None))
+
+
+def _claim_state(claim: str, mentions: Sequence[Any]) -> ClaimState:
+    """A claim's state before the first hop: the local pages it names, and the names that resolve to none."""
+    state = ClaimState(claim)
+    for m in mentions:
+        if m.resolution is not None:
+            if m.resolution.title not in state.claim_entities:
+                state.claim_entities.append(m.resolution.title)
+        elif len(m.text) > 1 and m.text not in state.claim_mentions:
+            state.claim_mentions.append(m.text)
+    return state
