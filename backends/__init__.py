@@ -8,18 +8,23 @@ Heavy libraries (the JVM, torch, FAISS, scikit-learn) load inside the module tha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from wikiground.errors import ConfigError
-from wikiground.layout import BUILT_CHANNELS, CHANNELS, channel_dir
+from wikiground.errors import ConfigError, IndexChangedError, IndexCorruptError, WikigroundError
+from wikiground.layout import BUILT_CHANNELS, CHANNELS, PARAMS_FILE, channel_dir
 
 if TYPE_CHECKING:
     from indexer.store import Store
+    from retriever.entities import Mention
     from wikiground.records import Hit
 
-__all__ = ["Backend", "BUILT_CHANNELS", "CHANNELS", "build", "load"]
+__all__ = ["Backend", "EntityBackend", "BUILT_CHANNELS", "CHANNELS", "build", "load"]
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -31,6 +36,16 @@ class Backend(Protocol):
     def search(self, query: str, k: int = 10) -> list[Hit]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class EntityBackend(Backend, Protocol):
+    """A channel that first finds the entities a claim names; the retriever keeps them, so the claim's entities
+    are resolved once and reused (the live fallback looks up those the index lacks)."""
+
+    def mentions(self, query: str) -> list[Mention]: ...
+
+    def search_mentions(self, mentions: Sequence[Mention], k: int = 10, *, query_length: int) -> list[Hit]: ...
 
 
 def _module(channel: str) -> Any:
@@ -55,7 +70,70 @@ def build(
 
 
 def load(channel: str, index_dir: Path, *, store: Store | None = None) -> Backend:
-    """Open ``channel`` of the index folder ``index_dir`` (the title channel searches ``store``)."""
+    """Open ``channel`` of the index folder ``index_dir`` (the title channel searches ``store``).
+
+    A channel stamped with a build id (in its params.json) must be of the build ``store`` belongs to, and must
+    not change while it loads: a rebuild swaps the whole folder with renames, so the same params.json before
+    and after the load means every file came from one build. Otherwise :class:`IndexChangedError` (reopen).
+    A file shorter or longer than its build recorded, or one the channel's reader cannot parse, is
+    :class:`IndexCorruptError` naming it.
+    """
     if channel == "title":
         return _module("title").load(index_dir, store=store)
-    return _module(channel).load(channel_dir(index_dir, channel))
+    folder = channel_dir(index_dir, channel)
+    before = _stamp(folder)
+    expected = getattr(store, "build_id", None)
+    _check_generation(folder, expected, before)
+    _check_files(folder, before)
+    try:
+        backend = _module(channel).load(folder)
+    except WikigroundError:
+        raise
+    except Exception as exc:  # a reader's own error on a damaged file (zipfile, numpy, faiss, Java)
+        raise IndexCorruptError(
+            f"{folder}: the {channel} index cannot be read ({type(exc).__name__}: {exc}); rebuild it"
+        ) from exc
+    after = _stamp(folder)
+    if after.get("build_id") != before.get("build_id"):
+        backend.close()
+        _changed(folder, before.get("build_id"), after.get("build_id"))
+    return backend
+
+
+def _stamp(folder: Path) -> dict[str, Any]:
+    """The build stamp of a channel's params.json (``build_id``, ``files``); {} when absent or unreadable (the
+    channel's own loader reports an unreadable params.json)."""
+    try:
+        params = json.loads((folder / PARAMS_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    if not isinstance(params, dict):
+        return {}
+    return {key: params[key] for key in ("build_id", "files") if key in params}
+
+
+def _check_generation(folder: Path, expected: str | None, stamp: Mapping[str, Any]) -> None:
+    found = stamp.get("build_id")
+    if expected is None or found is None:
+        log.debug("%s: no build id to check (index built by an older version)", folder)
+        return
+    if found != expected:
+        _changed(folder, expected, found)
+
+
+def _changed(folder: Path, old: str | None, new: str | None) -> None:
+    raise IndexChangedError(f"{folder.parent} was rebuilt since it was opened (build {old} -> {new}): reopen it")
+
+
+def _check_files(folder: Path, stamp: Mapping[str, Any]) -> None:
+    files = stamp.get("files")
+    if not isinstance(files, dict):
+        return
+    for rel, size in files.items():
+        path = folder / rel
+        try:
+            actual = path.stat().st_size
+        except FileNotFoundError as exc:
+            raise IndexCorruptError(f"{path}: missing (rebuild the index)") from exc
+        if actual != size:
+            raise IndexCorruptError(f"{path}: {actual} bytes where the build wrote {size}: truncated or replaced")

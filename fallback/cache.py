@@ -3,7 +3,10 @@
 The key is the endpoint plus the sorted request parameters, without volatile ones
 (``maxlag`` changes nothing in the answer). Each entry keeps the fetch time, the HTTP
 status and the revision ids the body carries, so a replayed run reproduces the
-recorded run's provenance exactly. Only successful answers are ever stored.
+recorded run's provenance exactly. Only successful answers are ever stored: an error body, a body that is not
+a JSON object or a status other than 200 is refused, and an unreadable entry (invalid UTF-8, empty, cut short,
+not ours) is a miss, never an answer. ``endpoints.json`` lists the APIs the cache holds answers from, so a replay
+that names none can use the only one.
 """
 
 from __future__ import annotations
@@ -23,12 +26,33 @@ log = logging.getLogger(__name__)
 
 VOLATILE_PARAMS = frozenset({"maxlag", "requestid", "curtimestamp", "smaxage", "maxage"})
 CACHE_FORMAT = 1
+ENDPOINTS_FILE = "endpoints.json"
 
 
 def request_key(endpoint: str, params: Mapping[str, str]) -> str:
     """Canonical text of a request: endpoint, then sorted non-volatile params."""
     items = sorted((k, str(v)) for k, v in params.items() if k not in VOLATILE_PARAMS)
     return json.dumps([endpoint, items], ensure_ascii=False, separators=(",", ":"))
+
+
+def key_endpoint(key: str) -> str | None:
+    """The endpoint a request key names (None for a key that is not one of ours)."""
+    try:
+        endpoint = json.loads(key)[0]
+    except (ValueError, TypeError, IndexError, KeyError):
+        return None
+    return endpoint if isinstance(endpoint, str) else None
+
+
+def body_problem(status: Any, body: Any) -> str | None:
+    """Why an answer must not be cached or served from the cache, or None when it is a usable answer."""
+    if status != 200:
+        return f"HTTP status {status!r}"
+    if not isinstance(body, dict):
+        return f"body is {type(body).__name__}, not a JSON object"
+    if "error" in body:
+        return "body is an API error"
+    return None
 
 
 def revision_ids(body: Any) -> list[int]:
@@ -59,43 +83,73 @@ class CacheEntry:
     body: Any
 
 
+def _parse_entry(raw: bytes) -> CacheEntry:
+    """An entry file's bytes as a CacheEntry; ValueError says what is wrong with it."""
+    if not raw.strip():
+        raise ValueError("empty file")
+    data = json.loads(raw.decode("utf-8"))  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    try:
+        entry = CacheEntry(
+            key=data["key"],
+            status=data["status"],
+            fetched_at=data["fetched_at"],
+            rev_ids=tuple(data.get("rev_ids", ())),
+            body=data["body"],
+        )
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"no {exc}") from exc
+    if not isinstance(entry.key, str) or not isinstance(entry.fetched_at, str):
+        raise ValueError("key or fetch time is not text")
+    problem = body_problem(entry.status, entry.body)
+    if problem:
+        raise ValueError(problem)
+    return entry
+
+
 class ResponseCache:
-    """A folder of ``<hash[:2]>/<hash>.json`` entries."""
+    """A folder of ``<hash[:2]>/<hash>.json`` entries, and ``endpoints.json``."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
+        self._endpoints: set[str] | None = None
+        self._listed = False  # endpoints.json exists and was read (not rebuilt from the entries)
 
-    def _path(self, key: str) -> Path:
-        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+    def path_for(self, key: str) -> Path:
+        # surrogatepass: a title with a lone surrogate (valid JSON "\ud800") still has a file of its own.
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
         return self.root / digest[:2] / f"{digest}.json"
 
+    _path = path_for
+
     def get(self, key: str) -> CacheEntry | None:
-        path = self._path(key)
+        """The entry for ``key``; None when there is none or it is unusable (a miss: logged, never fatal)."""
+        path = self.path_for(key)
         try:
-            raw = path.read_text(encoding="utf-8")
+            raw = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise InputError(f"cannot read cache entry: {exc}", path=str(path)) from exc
         try:
-            data = json.loads(raw)
-            entry = CacheEntry(
-                key=data["key"],
-                status=int(data["status"]),
-                fetched_at=data["fetched_at"],
-                rev_ids=tuple(data.get("rev_ids", ())),
-                body=data["body"],
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InputError(f"corrupt cache entry: {exc}", path=str(path)) from exc
+            entry = _parse_entry(raw)
+        except ValueError as exc:
+            log.warning("cache entry %s is unusable (%s): treated as a miss", path, exc)
+            return None
         if entry.key != key:  # a hash collision or a hand-edited file: never serve the wrong answer
             log.warning("cache entry %s holds another request; ignoring it", path)
             return None
         return entry
 
-    def put(self, key: str, *, status: int, fetched_at: str, body: Any) -> CacheEntry:
+    def put(self, key: str, *, status: int, fetched_at: str, body: Any) -> CacheEntry | None:
+        """Store a usable answer atomically; anything else is refused (logged, nothing written, None returned)."""
+        problem = body_problem(status, body)
+        if problem:
+            log.warning("not caching an unusable answer (%s)", problem)
+            return None
         entry = CacheEntry(key=key, status=status, fetched_at=fetched_at, rev_ids=tuple(revision_ids(body)), body=body)
-        path = self._path(key)
+        path = self.path_for(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "format": CACHE_FORMAT,
@@ -105,8 +159,50 @@ class ResponseCache:
             "rev_ids": list(entry.rev_ids),
             "body": body,
         }
-        atomic_write(path, json.dumps(payload, ensure_ascii=False, sort_keys=True))
+        try:
+            text = json.dumps(payload, ensure_ascii=False, sort_keys=True)
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in the body: escaped, it is still valid UTF-8 JSON
+            data = json.dumps(payload, ensure_ascii=True, sort_keys=True).encode("ascii")
+        atomic_write(path, data)
+        self._remember(key_endpoint(key))
         return entry
+
+    def _remember(self, endpoint: str | None) -> None:
+        if endpoint is None:
+            return
+        known = self.endpoints()
+        if endpoint not in known or not self._listed:
+            known.add(endpoint)
+            self._listed = True
+            atomic_write(self.root / ENDPOINTS_FILE, json.dumps(sorted(known), ensure_ascii=False) + "\n")
+
+    def endpoints(self) -> set[str]:
+        """The APIs this cache holds answers from: ``endpoints.json``, or for a cache written before it, the
+        endpoints of its entries (read until a second one turns up)."""
+        if self._endpoints is None:
+            self._endpoints = self._read_endpoints()
+        return self._endpoints
+
+    def _read_endpoints(self) -> set[str]:
+        try:
+            listed = json.loads((self.root / ENDPOINTS_FILE).read_text(encoding="utf-8"))
+            if isinstance(listed, list) and all(isinstance(e, str) for e in listed):
+                self._listed = True
+                return set(listed)
+        except (OSError, ValueError):
+            pass
+        found: set[str] = set()
+        for path in self.root.glob("*/*.json") if self.root.is_dir() else ():
+            try:
+                endpoint = key_endpoint(_parse_entry(path.read_bytes()).key)
+            except (OSError, ValueError):
+                continue
+            if endpoint is not None:
+                found.add(endpoint)
+                if len(found) > 1:
+                    break
+        return found
 
     def __len__(self) -> int:
         return sum(1 for _ in self.root.glob("*/*.json")) if self.root.is_dir() else 0

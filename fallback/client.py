@@ -1,46 +1,64 @@
-"""The MediaWiki Action API client: polite, serial, cached, and confined to one host.
+"""The MediaWiki Action API client: polite, serial, cached, bounded, and confined to one host.
 
 One injected ``httpx.Client``; every call is ``format=json&formatversion=2&maxlag=5``,
 spaced by a token bucket, retried on 429 / 503 / maxlag / network failures with waits
-that honour ``Retry-After`` (never under 5 s for server pushback) and capped exponential
-backoff. Answers that are HTTP 200 with an ``error`` body, or not JSON at all, are errors.
+that honour ``Retry-After`` (never under 5 s for server pushback, capped at ``max_retry_after``)
+and capped exponential backoff. Answers that are HTTP 200 with an ``error`` body, or not JSON
+at all, are errors. Bounds: a deadline per claim (or per call) that every socket read, token
+wait and retry sleep ends by; a size cap on each decoded body; a circuit breaker after
+consecutive transport failures; redirects never followed, and page URLs kept only when http(s).
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
+import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import httpcore
 import httpx
 
 from fallback.cache import ResponseCache, request_key
 from fallback.clock import Clock, SystemClock, TokenBucket
-from fallback.responses import html_to_text, merge_query, resolve_titles
+from fallback.responses import html_to_text, merge_query, resolve_titles, web_url
 from fallback.settings import (
     DEFAULT_API_URL,
     DEFAULT_BACKOFF_CAP,
+    DEFAULT_BREAKER_COOLDOWN,
+    DEFAULT_BREAKER_FAILURES,
+    DEFAULT_LIVE_DEADLINE,
     DEFAULT_MAX_CONTINUE,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RETRY_AFTER,
     DEFAULT_MAX_TRIES,
     DEFAULT_MAX_WAIT,
     DEFAULT_MAXLAG,
     DEFAULT_RATE,
     DEFAULT_TIMEOUT,
+    MIN_RATE,
     MIN_RETRY_WAIT,
     CacheMode,
+    check_number,
 )
 from wikiground import __version__
 from wikiground.errors import (
     ApiError,
     CacheMissError,
+    CircuitOpenError,
     ConfigError,
     ContactRequiredError,
+    DeadlineExceededError,
     ForbiddenHostError,
+    ResponseTooLargeError,
     RetryExhaustedError,
     TransportError,
 )
@@ -141,7 +159,7 @@ def _page_info(
         missing=bool(page.get("missing")),
         invalid=bool(page.get("invalid")),
         is_disambiguation="disambiguation" in (page.get("pageprops") or {}),
-        url=page.get("canonicalurl") or page.get("fullurl"),
+        url=web_url(page.get("canonicalurl")) or web_url(page.get("fullurl")),
         rev_id=page.get("lastrevid"),
         fragment=fragment,
         redirected=redirected,
@@ -172,22 +190,123 @@ def _retry_after(response: httpx.Response) -> float:
     if not value:
         return 0.0
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         try:
             when = email.utils.parsedate_to_datetime(value)
         except (TypeError, ValueError):
             return 0.0
-        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+        if when.tzinfo is None:
+            return 0.0
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else 0.0
+
+
+def _preview(content: bytes, n: int = 80) -> str:
+    return repr(content[:n].decode("utf-8", "replace"))
+
+
+def _clamp(timeout: float | None, left: float | None) -> float | None:
+    """A socket timeout that ends by the deadline: the smaller of the two (never 0, which means non-blocking)."""
+    if left is None:
+        return timeout
+    left = max(left, 0.001)
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read and write waits at most the time left before the live deadline: a server that
+    drips a byte now and then cannot hold a claim past it (the per-request timeout bounds each read only)."""
+
+    def __init__(self, stream: httpcore.NetworkStream, left: Callable[[], float | None]):
+        self._stream = stream
+        self._left = left
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _clamp(timeout, self._left()))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _clamp(timeout, self._left()))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context, server_hostname: str | None = None, timeout: float | None = None):
+        tls = self._stream.start_tls(ssl_context, server_hostname, _clamp(timeout, self._left()))
+        return _DeadlineStream(tls, self._left)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.SyncBackend):
+    """httpcore's socket backend, with connections that honour the live deadline."""
+
+    def __init__(self, left: Callable[[], float | None]):
+        super().__init__()
+        self._left = left
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        stream = super().connect_tcp(host, port, _clamp(timeout, self._left()), local_address, socket_options)
+        return _DeadlineStream(stream, self._left)
+
+
+def _decoder(encoding: str) -> Any:
+    """A streaming decompressor for a Content-Encoding (None for identity); we only ever ask for gzip."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    raise ApiError(f"unsupported Content-Encoding {encoding[:40]!r} (only gzip was accepted)", code="badencoding")
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    """WikiApi's options (its ``locals()``), checked by name: the modes, then every number finite and positive."""
+    if options["cache_mode"] not in ("record", "replay", "off"):
+        raise ConfigError(f"cache mode must be record, replay or off, not {options['cache_mode']!r}")
+    if options["replay_miss"] not in ("error", "skip"):
+        raise ConfigError(f"replay_miss must be 'error' or 'skip', not {options['replay_miss']!r}")
+    if options["cache_mode"] == "replay" and options["cache_dir"] is None:
+        raise ConfigError("cache mode 'replay' needs a cache directory")
+    check_number("rate (requests/s)", options["rate"], minimum=MIN_RATE)
+    for name in ("timeout", "live_deadline", "max_retry_after", "breaker_cooldown", "backoff_cap", "max_wait"):
+        check_number(name, options[name])
+    for name in ("max_tries", "breaker_failures", "max_response_bytes"):
+        check_number(name, options[name], minimum=1, integer=True)
+
+
+def _endpoint(api_url: str | None, cache_mode: str, cache: ResponseCache | None) -> str:
+    """The API to ask: the one given; else, in replay, the only one the cache holds answers from; else Wikipedia's."""
+    if api_url is not None:
+        return api_url
+    if cache_mode != "replay" or cache is None:
+        return DEFAULT_API_URL
+    hosts = sorted(cache.endpoints())
+    if len(hosts) > 1:
+        raise ConfigError(
+            f"the cache {cache.root} holds answers from {len(hosts)} APIs ({', '.join(hosts)}): name one with --api-url"
+        )
+    if hosts:
+        log.info("replay: answering as %s, the one API the cache %s holds", hosts[0], cache.root)
+        return hosts[0]
+    return DEFAULT_API_URL
 
 
 class WikiApi:
-    """A MediaWiki site's Action API (English Wikipedia by default)."""
+    """A MediaWiki site's Action API (English Wikipedia by default).
+
+    Every network call runs under a deadline (the caller's ``deadline_scope``, else ``live_deadline`` for the
+    call): socket reads, token waits and retry sleeps all end by it. ``breaker_failures`` consecutive transport
+    failures turn the network off for ``breaker_cooldown`` seconds (CircuitOpenError); cache hits still answer.
+    """
 
     def __init__(
         self,
         *,
-        api_url: str = DEFAULT_API_URL,
+        api_url: str | None = None,
         contact: str | None = None,
         http_client: httpx.Client | None = None,
         cache_dir: Path | None = None,
@@ -202,15 +321,15 @@ class WikiApi:
         backoff_base: float = 1.0,
         backoff_cap: float = DEFAULT_BACKOFF_CAP,
         max_wait: float = DEFAULT_MAX_WAIT,
+        live_deadline: float = DEFAULT_LIVE_DEADLINE,
+        max_retry_after: float = DEFAULT_MAX_RETRY_AFTER,
+        breaker_failures: int = DEFAULT_BREAKER_FAILURES,
+        breaker_cooldown: float = DEFAULT_BREAKER_COOLDOWN,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ):
-        if cache_mode not in ("record", "replay", "off"):
-            raise ConfigError(f"cache mode must be record, replay or off, not {cache_mode!r}")
-        if replay_miss not in ("error", "skip"):
-            raise ConfigError(f"replay_miss must be 'error' or 'skip', not {replay_miss!r}")
-        if cache_mode == "replay" and cache_dir is None:
-            raise ConfigError("cache mode 'replay' needs a cache directory")
-        if max_tries < 1:
-            raise ConfigError("max_tries must be >= 1")
+        _check_options(locals())
+        self.cache = ResponseCache(cache_dir) if cache_dir is not None and cache_mode != "off" else None
+        api_url = _endpoint(api_url, cache_mode, self.cache)
         self.url = httpx.URL(api_url)
         if self.url.scheme not in ("http", "https") or not self.url.host:
             raise ConfigError(f"API URL must be an absolute http(s) URL, not {api_url!r}")
@@ -219,27 +338,29 @@ class WikiApi:
         # Replay never touches the network, so it is the one mode that runs without a contact.
         self.user_agent = (
             user_agent(contact)
-            if cache_mode != "replay"
-            else (user_agent(contact) if contact else f"wikiground/{__version__} (replay) httpx/{httpx.__version__}")
+            if cache_mode != "replay" or contact
+            else f"wikiground/{__version__} (replay) httpx/{httpx.__version__}"
         )
-        self.cache = ResponseCache(cache_dir) if cache_dir is not None and cache_mode != "off" else None
         self.replay_miss = replay_miss
-        self.timeout = timeout
+        self.timeout, self.live_deadline, self.max_retry_after = timeout, live_deadline, max_retry_after
+        self.max_response_bytes = max_response_bytes
+        self.breaker_failures, self.breaker_cooldown = breaker_failures, breaker_cooldown
         self.clock = clock or SystemClock()
         self.bucket = TokenBucket(rate, clock=self.clock)
-        self.max_tries = max_tries
-        self.max_continue = max_continue
-        self.maxlag = maxlag
-        self.backoff_base = backoff_base
-        self.backoff_cap = backoff_cap
-        self.max_wait = max_wait
+        self.max_tries, self.max_continue, self.maxlag = max_tries, max_continue, maxlag
+        self.backoff_base, self.backoff_cap, self.max_wait = backoff_base, backoff_cap, max_wait
         self._own_client = http_client is None
         self._http = http_client
         self._lock = threading.Lock()  # requests strictly in series, even across threads
+        self._local = threading.local()  # each thread's (claim's) deadline and counts
+        self._count_lock = threading.Lock()
+        self._failures = 0  # consecutive transport failures
+        self._open_until: float | None = None  # the circuit breaker: no network before this (monotonic) time
         self.requests = 0  # HTTP requests sent (retries included)
         self.cache_hits = 0
         self.cache_misses = 0
         self.truncated = 0  # continuation chains cut at max_continue
+        self.breaker_trips = 0
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -248,7 +369,11 @@ class WikiApi:
         if self._http is None:
             if self.cache_mode == "replay":
                 raise CacheMissError("replay mode never opens a network connection")
-            self._http = httpx.Client(follow_redirects=False, timeout=self.timeout)
+            transport = httpx.HTTPTransport()
+            pool = getattr(transport, "_pool", None)
+            if hasattr(pool, "_network_backend"):  # httpx has no public hook for the socket backend
+                pool._network_backend = _DeadlineBackend(self._time_left)  # type: ignore[union-attr]
+            self._http = httpx.Client(transport=transport, follow_redirects=False, timeout=self.timeout)
         return self._http
 
     def close(self) -> None:
@@ -261,6 +386,42 @@ class WikiApi:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    @contextmanager
+    def deadline_scope(self, seconds: float | None = None) -> Iterator[None]:
+        """Every call in the block (in this thread) shares one deadline, ``seconds`` (default ``live_deadline``)
+        from now; inside another scope, the outer deadline holds."""
+        if getattr(self._local, "deadline", None) is not None:
+            yield
+            return
+        budget = self.live_deadline if seconds is None else seconds
+        self._local.deadline, self._local.budget = self.clock.monotonic() + budget, budget
+        try:
+            yield
+        finally:
+            self._local.deadline = None
+
+    def _count(self, what: str) -> None:
+        """Count a request, cache hit or miss: in all (the attribute) and for this thread's claim."""
+        with self._count_lock:
+            setattr(self, what, getattr(self, what) + 1)
+        mine = getattr(self._local, "counts", None)
+        if mine is None:
+            mine = self._local.counts = {"requests": 0, "cache_hits": 0, "cache_misses": 0}
+        mine[what] += 1
+
+    def counts_here(self) -> tuple[int, int, int]:
+        """(requests, cache hits, cache misses) made by this thread so far: one claim's share, however many
+        claims other threads are answering meanwhile."""
+        mine = getattr(self._local, "counts", None) or {}
+        return mine.get("requests", 0), mine.get("cache_hits", 0), mine.get("cache_misses", 0)
+
+    def _time_left(self) -> float | None:
+        deadline = getattr(self._local, "deadline", None)
+        return None if deadline is None else deadline - self.clock.monotonic()
+
+    def _deadline_error(self, what: str) -> DeadlineExceededError:
+        return DeadlineExceededError(f"live deadline of {getattr(self._local, 'budget', 0.0):g}s reached {what}")
 
     def _check_host(self, url: httpx.URL) -> None:
         if (url.scheme, url.host, url.port) != (self.url.scheme, self.url.host, self.url.port):
@@ -276,51 +437,62 @@ class WikiApi:
         if self.cache is not None:
             entry = self.cache.get(key)
             if entry is not None:
-                self.cache_hits += 1
+                self._count("cache_hits")
                 return ApiResponse(entry.body, entry.fetched_at, from_cache=True, status=entry.status)
         if self.cache_mode == "replay":
-            self.cache_misses += 1
-            described = "&".join(f"{k}={v}" for k, v in sorted(full.items()) if k not in ("format", "formatversion"))
-            if self.replay_miss == "error":
-                # "is not None": an empty cache is falsy (it has a length), and its folder is the useful part.
-                where = f" {self.cache.root}" if self.cache is not None else " (no --cache folder given)"
-                raise CacheMissError(f"replay: request not in the cache{where}: {described}")
-            log.info("replay miss (skipped): %s", described)
-            return ApiResponse(None, None)
-        body, status = self._fetch(full)
+            return self._replay_miss(key, full)
+        with self.deadline_scope():
+            body, status = self._fetch(full)
         fetched_at = self.clock.now_iso()
         if self.cache is not None:
             self.cache.put(key, status=status, fetched_at=fetched_at, body=body)
         return ApiResponse(body, fetched_at, status=status)
 
+    def _replay_miss(self, key: str, full: Mapping[str, str]) -> ApiResponse:
+        self._count("cache_misses")
+        described = "&".join(f"{k}={v}" for k, v in sorted(full.items()) if k not in ("format", "formatversion"))
+        if self.replay_miss == "error":
+            # "is not None": an empty cache is falsy (it has a length), and its folder is the useful part.
+            where = f" {self.cache.root}" if self.cache is not None else " (no --cache folder given)"
+            path = self.cache.path_for(key) if self.cache is not None else None
+            note = f" (its entry {path} is unusable)" if path is not None and path.exists() else ""
+            raise CacheMissError(f"replay: request not in the cache{where}{note}: {described}")
+        log.info("replay miss (skipped): %s", described)
+        return ApiResponse(None, None)
+
     def _backoff(self, attempt: int, floor: float = 0.0) -> float:
         base = max(self.backoff_base, floor)
         return min(max(self.backoff_cap, floor), base * 2 ** (attempt - 1))
 
+    @contextmanager
+    def _serial(self) -> Iterator[None]:
+        """The request lock, waited for no longer than the deadline allows."""
+        left = self._time_left()
+        if not self._lock.acquire(timeout=-1 if left is None else max(0.0, left)):
+            raise self._deadline_error("waiting for another thread's request")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
     def _fetch(self, params: dict[str, str]) -> tuple[dict[str, Any], int]:
         headers = {"User-Agent": self.user_agent, "Accept-Encoding": "gzip", "Accept": "application/json"}
-        with self._lock:
+        with self._serial():
             failure: Exception | None = None
             for attempt in range(1, self.max_tries + 1):
-                self.bucket.acquire()
-                request = self.http.build_request("GET", self.url, params=params, headers=headers, timeout=self.timeout)
+                self._admit()
+                self.bucket.acquire(limit=self._time_left())
+                left = self._time_left()
+                if left is not None and left <= 0:
+                    raise self._deadline_error("before the request" + (f" ({failure})" if failure else ""))
+                timeout = self.timeout if left is None else min(self.timeout, left)
+                request = self.http.build_request("GET", self.url, params=params, headers=headers, timeout=timeout)
                 self._check_host(request.url)
-                self.requests += 1
-                try:
-                    response = self.http.send(request, follow_redirects=False)
-                except httpx.TimeoutException as exc:
-                    failure = TransportError(f"timeout after {self.timeout}s: {self.url.host}")
-                    failure.__cause__ = exc
-                    wait = self._backoff(attempt)
-                except httpx.HTTPError as exc:  # connect/read errors, resets, broken gzip
-                    failure = TransportError(f"{type(exc).__name__}: {exc}")
-                    failure.__cause__ = exc
-                    wait = self._backoff(attempt)
-                else:
-                    first, second = self._judge(response, attempt)
-                    if not isinstance(first, Exception):
-                        return first, second
-                    failure, wait = first, second
+                self._count("requests")
+                first, second = self._attempt(request, attempt)
+                if not isinstance(first, Exception):
+                    return first, second
+                failure, wait = first, second
                 if attempt == self.max_tries:
                     raise RetryExhaustedError(
                         f"{self.max_tries} tries failed for {self.url.host}: {failure}"
@@ -329,32 +501,138 @@ class WikiApi:
                     raise RetryExhaustedError(
                         f"server asks to wait {wait:.0f}s (> {self.max_wait:.0f}s): {failure}"
                     ) from failure
-                log.warning(
-                    "MediaWiki request failed (%s); retry %d/%d in %.1fs", failure, attempt, self.max_tries - 1, wait
-                )
-                self.clock.sleep(wait)
+                self._pause(wait, failure, attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _judge(self, response: httpx.Response, attempt: int) -> tuple[dict[str, Any], int] | tuple[Exception, float]:
+    def _pause(self, wait: float, failure: Exception, attempt: int) -> None:
+        """Sleep before a retry, unless the wait would end past the deadline (then give up now)."""
+        left = self._time_left()
+        if left is not None and wait >= left:
+            raise DeadlineExceededError(
+                f"a retry in {wait:.1f}s would pass the live deadline ({max(0.0, left):.1f}s left): {failure}"
+            ) from failure
+        log.warning("MediaWiki request failed (%s); retry %d/%d in %.1fs", failure, attempt, self.max_tries - 1, wait)
+        self.clock.sleep(wait)
+
+    def _attempt(self, request: httpx.Request, attempt: int) -> tuple[Any, Any]:
+        """One HTTP exchange: (body, status), or (error to retry on, seconds to wait); raises on final errors."""
+        try:
+            response = self.http.send(request, stream=True, follow_redirects=False)
+            try:
+                if 300 <= response.status_code < 400:
+                    self._refuse_redirect(response)
+                content = self._read_body(response)
+            finally:
+                response.close()
+            self._failures = 0  # a whole answer came: the network is fine, whatever the answer says
+        except httpx.HTTPError as exc:  # connect/read errors, timeouts, resets, broken gzip
+            return self._transport_failure(exc), self._backoff(attempt)
+        return self._judge(response, content, attempt)
+
+    # -- the circuit breaker --------------------------------------------------------------------
+
+    def _admit(self) -> None:
+        if self._open_until is None:
+            return
+        left = self._open_until - self.clock.monotonic()
+        if left > 0:
+            raise CircuitOpenError(
+                f"live fallback off for another {left:.0f}s after {self._failures} consecutive transport failures "
+                f"with {self.url.host}"
+            )
+        self._open_until = None  # cooled down: one request tries, and one more failure opens it again
+
+    def _transport_failure(self, exc: httpx.HTTPError) -> TransportError:
+        """A failed exchange: counted by the breaker; raises when it opens, or when the deadline is spent."""
+        if isinstance(exc, httpx.TimeoutException):
+            err = TransportError(f"timeout ({type(exc).__name__}) talking to {self.url.host}")
+        else:
+            err = TransportError(f"{type(exc).__name__}: {exc}")
+        err.__cause__ = exc
+        self._failures += 1
+        if self._failures >= self.breaker_failures:
+            self._open_until = self.clock.monotonic() + self.breaker_cooldown
+            self.breaker_trips += 1
+            log.warning(
+                "live fallback off for %.0fs after %d consecutive transport failures with %s (last: %s); "
+                "claims keep their local evidence",
+                self.breaker_cooldown,
+                self._failures,
+                self.url.host,
+                err,
+            )
+            raise CircuitOpenError(f"circuit breaker opened after {self._failures} transport failures: {err}") from exc
+        left = self._time_left()
+        if left is not None and left <= 0.05:  # a read cut at the deadline: no time for another try
+            raise self._deadline_error(f"talking to {self.url.host}: {err}") from exc
+        return err
+
+    # -- reading answers ------------------------------------------------------------------------
+
+    def _refuse_redirect(self, response: httpx.Response) -> None:
+        """The API never redirects a GET to itself: a redirect is an error, and one off the host is refused."""
+        location = response.headers.get("location", "")
+        try:
+            target = response.request.url.join(location)
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise ForbiddenHostError(f"refusing a redirect to an unusable URL {location[:100]!r}") from exc
+        self._check_host(target)
+        raise ApiError(f"unexpected HTTP {response.status_code} redirect to {target}", status=response.status_code)
+
+    def _read_body(self, response: httpx.Response) -> bytes:
+        """The body, streamed: decompressed here so its decoded size is counted as it grows (a gzip bomb stops at
+        the cap, not in memory), and the deadline checked between chunks."""
+        cap = self.max_response_bytes
+        declared = response.headers.get("content-length", "").strip()
+        if declared.isdigit() and int(declared) > cap:
+            raise ResponseTooLargeError(f"{self.url.host} announces {int(declared)} bytes, over the cap of {cap}")
+        if response.is_stream_consumed:  # an in-memory answer (a mock transport): read and decoded already
+            if len(response.content) > cap:
+                raise ResponseTooLargeError(f"response from {self.url.host} exceeds the cap of {cap} bytes")
+            return response.content
+        decoder = _decoder(response.headers.get("content-encoding", ""))
+        parts: list[bytes] = []
+        size = 0
+        for raw in response.iter_raw(65536):
+            try:
+                chunk = raw if decoder is None else decoder.decompress(raw, cap + 1 - size)
+            except zlib.error as exc:
+                raise httpx.DecodingError(f"broken compressed body: {exc}", request=response.request) from exc
+            size += len(chunk)
+            if size > cap:
+                raise ResponseTooLargeError(f"response from {self.url.host} exceeds the cap of {cap} bytes (decoded)")
+            parts.append(chunk)
+            left = self._time_left()
+            if left is not None and left <= 0:
+                raise httpx.ReadTimeout("live deadline reached while reading the response", request=response.request)
+        if decoder is not None and not decoder.eof:
+            raise httpx.DecodingError("compressed body cut short", request=response.request)
+        return b"".join(parts)
+
+    def _pushback_wait(self, response: httpx.Response, attempt: int) -> float:
+        asked = _retry_after(response)
+        if asked > self.max_retry_after:
+            log.warning(
+                "%s asks to wait %.0fs (Retry-After); capped to %.0fs", self.url.host, asked, self.max_retry_after
+            )
+            asked = self.max_retry_after
+        return max(asked, self._backoff(attempt, MIN_RETRY_WAIT))
+
+    def _judge(
+        self, response: httpx.Response, content: bytes, attempt: int
+    ) -> tuple[dict[str, Any], int] | tuple[Exception, float]:
         """A usable body, or (error to retry on, seconds to wait); raises on final errors."""
         status = response.status_code
-        if 300 <= status < 400:
-            location = response.headers.get("location", "")
-            target = response.request.url.join(location)
-            self._check_host(target)
-            raise ApiError(f"unexpected HTTP {status} redirect to {target}", status=status)
         if status in RETRY_STATUSES:
-            wait = max(_retry_after(response), self._backoff(attempt, MIN_RETRY_WAIT))
-            return ApiError(f"HTTP {status}: {response.text[:80]!r}", status=status), wait
+            wait = self._pushback_wait(response, attempt)
+            return ApiError(f"HTTP {status}: {_preview(content)}", status=status), wait
         if status != 200:
-            raise ApiError(f"HTTP {status} from {self.url.host}: {response.text[:200]!r}", status=status)
+            raise ApiError(f"HTTP {status} from {self.url.host}: {_preview(content, 200)}", status=status)
         try:
-            body = response.json()
-        except ValueError as exc:  # truncated or HTML: never data
+            body = json.loads(content.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # truncated, HTML, not UTF-8, absurdly nested: never data
             err = ApiError(
-                f"response is not JSON ({len(response.content)} bytes): {response.text[:80]!r}",
-                code="badjson",
-                status=status,
+                f"response is not JSON ({len(content)} bytes): {_preview(content)}", code="badjson", status=status
             )
             err.__cause__ = exc
             return err, self._backoff(attempt)
@@ -365,8 +643,7 @@ class WikiApi:
             code = error.get("code") if isinstance(error, dict) else None
             info = error.get("info", "") if isinstance(error, dict) else str(error)
             if code in PUSHBACK_CODES:
-                wait = max(_retry_after(response), self._backoff(attempt, MIN_RETRY_WAIT))
-                return ApiError(f"{code}: {info}", code=code, status=status), wait
+                return ApiError(f"{code}: {info}", code=code, status=status), self._pushback_wait(response, attempt)
             raise ApiError(f"API error {code}: {info}", code=code, status=status)
         if "warnings" in body:
             log.debug("API warnings: %s", body["warnings"])

@@ -10,6 +10,8 @@ import time
 from datetime import UTC, datetime
 from typing import Protocol
 
+from wikiground.errors import DeadlineExceededError
+
 
 class Clock(Protocol):
     def monotonic(self) -> float: ...
@@ -44,8 +46,9 @@ class TokenBucket:
         self._last = self.clock.monotonic()
         self._lock = threading.Lock()
 
-    def acquire(self) -> float:
-        """Take one token; returns the seconds slept for it."""
+    def acquire(self, limit: float | None = None) -> float:
+        """Take one token; returns the seconds slept for it. ``limit``: the longest acceptable wait; a token that
+        is further away is not waited for (DeadlineExceededError), and nothing is taken."""
         with self._lock:
             now = self.clock.monotonic()
             self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
@@ -53,6 +56,11 @@ class TokenBucket:
             waited = 0.0
             if self._tokens < 1.0:
                 waited = (1.0 - self._tokens) / self.rate
+                if limit is not None and waited > limit:
+                    raise DeadlineExceededError(
+                        f"the next request may leave in {waited:.1f}s (rate {self.rate:g}/s), after the live "
+                        f"deadline ({max(0.0, limit):.1f}s left)"
+                    )
                 self.clock.sleep(waited)
                 now = self.clock.monotonic()
                 self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)

@@ -1,129 +1,172 @@
-"""Corrective ingest: pages fetched live go into ``INDEX/delta/wiki.duckdb`` (same schema, origin='live').
+"""Corrective ingest: pages fetched live go into ``INDEX/delta/`` (the store's tables, origin='live').
 
-Passage ids start at ``LIVE_PASSAGE_ID_BASE`` so they never collide with the main store's
-dense 0..N-1 ids; a page already stored with the same page id and revision is skipped.
+The delta is a folder of immutable segment files, one per write: a writer fills a DuckDB file under a
+temporary name and renames it in, so readers (``indexer.store``, which merges the segments and reads them
+again when the folder's listing changes) and other writers never see half of one, and two writers never
+share a file. The newest revision of a page wins. Passage ids are fixed per (page id, passage index) above
+``LIVE_PASSAGE_ID_BASE``, clear of the main store's dense 0..N-1 ids. Text is split into passages and
+sentences by the indexer's own chunker, as the main store's is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
-import re
-from collections.abc import Sequence
+import os
+import time
+import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from fallback.live import LivePage, chunk_text
+from fallback.live import LivePage
+from indexer.chunking import DEFAULT_TARGET_WORDS, chunk_section
 from indexer.schema import DDL
+from indexer.store import delta_revisions
 from wikiground.errors import BuildError
-from wikiground.layout import delta_path
+from wikiground.layout import (
+    DELTA_LOCK_FILE,
+    DELTA_SEGMENT_SUFFIX,
+    FILE_MODE,
+    LIVE_PASSAGE_ID_BASE,
+    LIVE_PASSAGES_PER_PAGE,
+    delta_dir,
+    delta_path,
+)
 from wikiground.text import normalize_title
+
+__all__ = ["LIVE_PASSAGE_ID_BASE", "delta_dir", "delta_path", "live_passage_id", "write_live_pages"]
 
 log = logging.getLogger(__name__)
 
-LIVE_PASSAGE_ID_BASE = 1_000_000_000
-_SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+|$)\s*")
+STALE_PART_SECONDS = 3600  # a temporary segment untouched this long belongs to a writer that died
 
 
-def _sentences(text: str) -> list[tuple[int, int]]:
-    spans = []
-    for m in _SENTENCE.finditer(text):
-        start, end = m.start(), m.end()
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        if end > start:
-            spans.append((start, end))
-    return spans
+def live_passage_id(page_id: int, index: int) -> int:
+    return LIVE_PASSAGE_ID_BASE + int(page_id) * LIVE_PASSAGES_PER_PAGE + index
+
+
+@contextlib.contextmanager
+def delta_lock(index_dir: Path) -> Iterator[Path]:
+    """Hold ``delta/.lock`` shared (writers run side by side; a build carrying the delta into a new folder holds
+    it exclusively). Yields the delta folder, checked to be the one now at ``index_dir`` (a rebuild may have
+    swapped the folder while this writer waited)."""
+    while True:
+        folder = delta_dir(index_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / DELTA_LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            try:
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                yield folder
+                return
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+def _page_rows(page: LivePage) -> dict[str, list[tuple]]:
+    """The delta tables' rows of one live page."""
+    rows: dict[str, list[tuple]] = {"pages": [], "sections": [], "passages": [], "sentences": []}
+    # rev_timestamp holds the fetch time: the API's extracts carry no revision time, and the evidence of a live
+    # page reports when it was fetched.
+    rows["pages"].append(
+        (
+            page.pageid,
+            page.title,
+            0,
+            page.rev_id,
+            page.fetched_at,
+            page.is_disambiguation,
+            page.url,
+            page.intro,
+            normalize_title(page.title),
+            page.url,
+            "live",
+        )
+    )
+    passage_index = 0
+    page_sentence = 0
+    for section_index, (heading, text) in enumerate([("", page.intro), *page.sections]):
+        lead = section_index == 0
+        rows["sections"].append(
+            (page.pageid, section_index, 1 if lead else 2, heading, None if lead else 0, text, heading)
+        )
+        for chunk in chunk_section(text or "", section_index=section_index, target_words=DEFAULT_TARGET_WORDS):
+            if passage_index >= LIVE_PASSAGES_PER_PAGE:
+                log.warning("live page %r: passages beyond %d dropped", page.title, LIVE_PASSAGES_PER_PAGE)
+                return rows
+            pid = live_passage_id(page.pageid, passage_index)
+            rows["passages"].append(
+                (pid, page.pageid, section_index, chunk.text, page.title, heading, "text", passage_index)
+            )
+            for i, (s, e) in enumerate(chunk.sentences):
+                rows["sentences"].append((pid, i, page_sentence, chunk.text[s:e], s, e))
+                page_sentence += 1
+            passage_index += 1
+    return rows
+
+
+def _write_segment(path: Path, pages: Sequence[LivePage]) -> None:
+    import duckdb
+
+    con = duckdb.connect(str(path))
+    try:
+        con.execute(DDL)
+        con.execute("BEGIN")
+        for page in pages:
+            for table, rows in _page_rows(page).items():
+                if rows:
+                    marks = ", ".join("?" * len(rows[0]))
+                    con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+        con.execute("COMMIT")
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+
+
+def _remove_stale_parts(folder: Path) -> None:
+    """Temporary segments of writers that died: other writers may be filling theirs now, so only old ones go."""
+    cutoff = time.time() - STALE_PART_SECONDS
+    for entry in folder.glob(".seg-*.part*"):
+        with contextlib.suppress(OSError):
+            if entry.stat().st_mtime < cutoff:
+                entry.unlink()
+                log.info("removed %s, left by an interrupted delta writer", entry)
 
 
 def write_live_pages(index_dir: Path, pages: Sequence[LivePage]) -> int:
-    """Add live pages to the delta store; returns how many pages were written (duplicates skipped)."""
+    """Add live pages to the delta as one new segment; returns how many pages were written (a page already in
+    the delta at the same revision is skipped)."""
     import duckdb
 
-    path = delta_path(index_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    written = 0
-    try:
-        con = duckdb.connect(str(path))
-    except duckdb.Error as exc:
-        raise BuildError(f"{path}: cannot open the delta store: {exc}") from exc
-    try:
-        if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'pages'").fetchone()[0]:
-            con.execute("BEGIN")
-            con.execute(DDL)
-            con.execute("COMMIT")
-        con.execute("BEGIN")
-        next_pid = con.execute(
-            "SELECT coalesce(max(passage_id) + 1, ?) FROM passages", [LIVE_PASSAGE_ID_BASE]
-        ).fetchone()[0]
-        next_pid = max(next_pid, LIVE_PASSAGE_ID_BASE)
-        for page in pages:
-            if page.pageid is None:
-                continue
-            row = con.execute("SELECT rev_id FROM pages WHERE page_id = ?", [page.pageid]).fetchone()
-            if row is not None:
-                if row[0] == page.rev_id:
-                    continue
-                # A newer (or other) revision replaces the stored one wholesale.
-                old = [
-                    r[0]
-                    for r in con.execute("SELECT passage_id FROM passages WHERE page_id = ?", [page.pageid]).fetchall()
-                ]
-                if old:
-                    con.execute(f"DELETE FROM sentences WHERE passage_id IN ({','.join('?' * len(old))})", old)
-                for table in ("passages", "sections", "pages"):
-                    con.execute(f"DELETE FROM {table} WHERE page_id = ?", [page.pageid])
-            con.execute(
-                "INSERT INTO pages (page_id, title, namespace, rev_id, rev_timestamp, is_disambiguation, url, lead,"
-                " title_norm, source_file, origin) VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?, ?, 'live')",
-                [
-                    page.pageid,
-                    page.title,
-                    page.rev_id,
-                    page.fetched_at,
-                    page.is_disambiguation,
-                    page.url,
-                    page.intro,
-                    normalize_title(page.title),
-                    page.url,
-                ],
-            )
-            sections = [("", page.intro), *page.sections]
-            passage_index = 0
-            for section_index, (heading, text) in enumerate(sections):
-                con.execute(
-                    "INSERT INTO sections VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        page.pageid,
-                        section_index,
-                        1 if section_index == 0 else 2,
-                        heading,
-                        None if section_index == 0 else 0,
-                        text,
-                        heading,
-                    ],
-                )
-                page_sentence = 0
-                for piece in chunk_text(text):
-                    con.execute(
-                        "INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?, 'text', ?)",
-                        [next_pid, page.pageid, section_index, piece, page.title, heading, passage_index],
-                    )
-                    for i, (s, e) in enumerate(_sentences(piece)):
-                        con.execute(
-                            "INSERT INTO sentences VALUES (?, ?, ?, ?, ?, ?)",
-                            [next_pid, i, page_sentence, piece[s:e], s, e],
-                        )
-                        page_sentence += 1
-                    next_pid += 1
-                    passage_index += 1
-            written += 1
-        con.execute("COMMIT")
-    except duckdb.Error as exc:
+    index_dir = Path(index_dir)
+    wanted: dict[int, LivePage] = {}
+    for page in pages:
+        if page.pageid is not None:
+            wanted[int(page.pageid)] = page  # the last fetch of a page in one batch wins
+    if not wanted:
+        return 0
+    with delta_lock(index_dir) as folder:
+        _remove_stale_parts(folder)
+        known = delta_revisions(index_dir)
+        todo = [p for pid, p in wanted.items() if (pid, p.rev_id) not in known]
+        if not todo:
+            return 0
+        name = f"seg-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{DELTA_SEGMENT_SUFFIX}"
+        tmp = folder / f".{name}.part"
         try:
-            con.execute("ROLLBACK")
-        except duckdb.Error:
-            pass
-        raise BuildError(f"{path}: writing live pages failed: {exc}") from exc
-    finally:
-        con.close()
-    log.info("delta store %s: %d live page(s) written", path, written)
-    return written
+            _write_segment(tmp, todo)
+            os.chmod(tmp, FILE_MODE)
+            os.replace(tmp, folder / name)
+        except (duckdb.Error, OSError) as exc:
+            raise BuildError(f"{folder / name}: writing live pages failed: {exc}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+            Path(f"{tmp}.wal").unlink(missing_ok=True)
+    log.info("delta %s: %d live page(s) written to %s", folder, len(todo), name)
+    return len(todo)

@@ -8,6 +8,8 @@ terms (the search suggestion, fewer terms) and sections of partially relevant pa
 chosen by overlap with the claim. Attempt 3: categories and "See also" of partially
 relevant pages → their intros. Per-claim state means no request is made twice; a claim
 with no relevant evidence after ``max_attempts`` gets ``EVIDENCE_RETRIEVAL_FAILED_WIKIPEDIA``.
+All of a claim's lookups share one live deadline; when it is spent, or the client's circuit breaker is
+open, the claim stops asking and keeps what it found (``live_status`` says which).
 """
 
 from __future__ import annotations
@@ -28,7 +30,15 @@ from fallback.planner import ClaimState, KeywordPlanner, QueryPlanner
 from fallback.relevance import OverlapScorer, RelevanceScorer, content_words
 from fallback.settings import FallbackSettings
 from retriever.entities import NAME_JOINTS, fold_plural, names_in, strip_disambiguator
-from wikiground.errors import ApiError, RetryExhaustedError, TransportError
+from wikiground.errors import (
+    ApiError,
+    CircuitOpenError,
+    DeadlineExceededError,
+    ForbiddenHostError,
+    ResponseTooLargeError,
+    RetryExhaustedError,
+    TransportError,
+)
 from wikiground.records import Evidence
 from wikiground.text import canonical_title, normalize_title
 
@@ -36,6 +46,10 @@ log = logging.getLogger(__name__)
 
 STATUS_FOUND = "EVIDENCE_FOUND_WIKIPEDIA"
 STATUS_FAILED = "EVIDENCE_RETRIEVAL_FAILED_WIKIPEDIA"
+# How the claim's live lookups ended: all tried, cut by the claim's live deadline, or skipped by the circuit breaker.
+LIVE_OK = "ok"
+LIVE_DEADLINE = "deadline_exceeded"
+LIVE_CIRCUIT_OPEN = "circuit_open"
 MAX_ATTEMPTS = 3
 DEFAULT_SEARCH_TOP_M = 3
 DEFAULT_MIN_RELEVANCE = 0.5  # default scorer: half of the claim's content words present
@@ -62,7 +76,8 @@ SKIP_HEADINGS = frozenset(
     }
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)\s+")  # not after an initial: "Henry J. Kaiser"
-_Soft = (ApiError, RetryExhaustedError, TransportError)  # one failed request must not sink the claim
+# One failed request must not sink the claim. A spent deadline or an open circuit breaker ends its lookups instead.
+_Soft = (ApiError, RetryExhaustedError, TransportError, ForbiddenHostError, ResponseTooLargeError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +111,7 @@ class LiveResult:
     state: ClaimState
     pages: tuple[LivePage, ...]
     cache_misses: int = 0
+    live_status: str = LIVE_OK
 
     @property
     def found(self) -> bool:
@@ -108,6 +124,7 @@ class LiveResult:
             "requests": self.requests,
             "cache_hits": self.cache_hits,
             "cache_misses": self.cache_misses,
+            "live_status": self.live_status,
             "evidence": [e.to_dict() for e in self.evidence],
             "state": self.state.to_dict(),
             "pages": [p.to_dict() for p in self.pages],
@@ -209,12 +226,15 @@ class LiveFallback:
         """Live evidence for ``claim``'s missing entities. ``context``: the best local evidence as (title, text),
         whose sentences may name the bridge entity too (read only when the claim is looked up anyway)."""
         api = self.api
-        start = (api.requests, api.cache_hits, api.cache_misses)
+        start = api.counts_here()
         entities = list(dict.fromkeys(e.strip() for e in missing_entities if e and e.strip()))
         state = ClaimState(claim)
         run = _Run(self, claim, entities, state, context=list(context)[:BRIDGE_LOCAL_PAGES])
+        return self._result(run, start, k, self._bounded(run, lambda: self._attempts(run)))
+
+    def _attempts(self, run: _Run) -> None:
         for attempt in range(1, self.max_attempts + 1):
-            state.attempts = attempt
+            run.state.attempts = attempt
             if attempt == 1:
                 run.attempt1()
             elif attempt == 2:
@@ -224,7 +244,24 @@ class LiveFallback:
             run.score_new()
             if run.done():
                 break
-        return self._result(run, start, k)
+
+    def _bounded(self, run: _Run, work: Callable[[], None]) -> str:
+        """Run a claim's lookups under its live deadline; a spent deadline or an open circuit breaker ends them,
+        and what was found before is kept. Returns the live status."""
+        try:
+            with self.api.deadline_scope():
+                work()
+        except DeadlineExceededError as exc:
+            run._soft(exc)
+            status = LIVE_DEADLINE
+        except CircuitOpenError as exc:  # the breaker said so once when it opened; each claim only records it
+            run.state.errors.append(f"{type(exc).__name__}: {exc}")
+            log.debug("live fallback: %s", exc)
+            status = LIVE_CIRCUIT_OPEN
+        else:
+            return LIVE_OK
+        run.score_new()
+        return status
 
     def bridge(
         self,
@@ -238,19 +275,19 @@ class LiveFallback:
         the claim of the best local evidence (``context``, as (title, text)) that ``known`` does not return (the
         names the local index has), in one request; every page found is evidence. No search, no other attempt."""
         api = self.api
-        start = (api.requests, api.cache_hits, api.cache_misses)
+        start = api.counts_here()
         state = ClaimState(claim, attempts=1)
         run = _Run(self, claim, [], state, context=list(context)[:BRIDGE_LOCAL_PAGES])
-        run._bridges(known=known)
+        live_status = self._bounded(run, lambda: run._bridges(known=known))
         run.score_new()
-        return self._result(run, start, k)
+        return self._result(run, start, k, live_status)
 
-    def _result(self, run: _Run, start: tuple[int, int, int], k: int) -> LiveResult:
+    def _result(self, run: _Run, start: tuple[int, int, int], k: int, live_status: str = LIVE_OK) -> LiveResult:
         api, state = self.api, run.state
         # A page the claim names is evidence about that entity even when its intro shares few words with
         # the claim, and so is a bridge page (the second hop, named by the sentence of a page that is closest to
-        # the claim: "Kelly Osbourne" for "What British singer-songwriter hosted the 16th Annual Young Hollywood
-        # Awards?"); anything else must pass the relevance threshold.
+        # the claim: the host a question asks for, named in the intro of the event it names); anything else must
+        # pass the relevance threshold.
         relevant = sorted(
             (c for c in run.candidates if c.score >= self.min_relevance or c.keep),
             key=lambda c: (not c.names_page, -c.score, c.attempt, c.title, c.section),
@@ -274,15 +311,17 @@ class LiveFallback:
             )
             for rank, c in enumerate(relevant[:k], start=1)
         )
+        now = api.counts_here()
         return LiveResult(
             status=STATUS_FOUND if evidence else STATUS_FAILED,
             evidence=evidence,
             attempts=state.attempts,
-            requests=api.requests - start[0],
-            cache_hits=api.cache_hits - start[1],
+            requests=now[0] - start[0],
+            cache_hits=now[1] - start[1],
             state=state,
             pages=tuple(run.live_pages()),
-            cache_misses=api.cache_misses - start[2],
+            cache_misses=now[2] - start[2],
+            live_status=live_status,
         )
 
 
@@ -685,6 +724,11 @@ def open_fallback(
         rate=settings.rate,
         timeout=settings.timeout,
         clock=clock,
+        live_deadline=settings.live_deadline,
+        max_retry_after=settings.max_retry_after,
+        breaker_failures=settings.breaker_failures,
+        breaker_cooldown=settings.breaker_cooldown,
+        max_response_bytes=settings.max_response_bytes,
     )
     return LiveFallback(
         api,

@@ -5,8 +5,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from html.parser import HTMLParser
 from typing import Any
+from urllib.parse import urlsplit
 
 _LIST_KEYS_UNIQUE_BY = ("title", "*")
+
+
+def web_url(value: Any) -> str | None:
+    """A page URL the server sent (``canonicalurl``, ``fullurl``) when it is an absolute http(s) URL with a host and
+    no whitespace or control characters; anything else (``javascript:``, ``file:``, relative) is dropped."""
+    if not isinstance(value, str) or not value or len(value) > 2048:
+        return None
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    return value
 
 
 def merge_query(bodies: Iterable[dict]) -> dict[str, Any]:

@@ -5,20 +5,29 @@ batches of :data:`BATCH_PAGES` pages); a process pool parses the chunks with mwx
 the pages, and returns Arrow tables. Multistream bz2 is decompressed by the pool too, a group of
 streams per task. Results come back in input order (so the store is identical for any worker count)
 and are bulk-loaded by :class:`~indexer.store_writer.StoreWriter`. Everything is written into a
-temp folder next to ``out`` that replaces ``out`` only when complete.
+temp folder next to ``out`` that replaces ``out`` only when complete, under a lock beside ``out``. Each
+build has an id, written to the manifest, the store's ``build_info`` and every channel's params.json,
+so that readers can tell one build from the next.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import itertools
+import json
 import logging
 import multiprocessing
+import os
 import shutil
+import stat
 import tempfile
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,8 +45,23 @@ from indexer.store_writer import (
     usable_cpus,
 )
 from wikiground import __version__
-from wikiground.errors import BuildError, ConfigError, InputError, WikigroundError
-from wikiground.layout import BUILT_CHANNELS, MANIFEST_FILE, STORE_FILE, swap_folder
+from wikiground.errors import BuildError, ConfigError, IndexLockedError, InputError, WikigroundError
+from wikiground.layout import (
+    BUILT_CHANNELS,
+    DELTA_LOCK_FILE,
+    FILE_MODE,
+    INDEX_ENTRIES,
+    MANIFEST_FILE,
+    PARAMS_FILE,
+    STORE_FILE,
+    atomic_write_json,
+    build_lock_path,
+    build_tmp_prefix,
+    delta_dir,
+    delta_segments,
+    old_prefix,
+    swap_folder,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +82,29 @@ _WORKER_PRELOAD = [
 ]
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What a build was asked for, checked: recorded in the manifest's ``parameters``."""
+
+    indexes: tuple[str, ...]
+    namespaces: list[int]
+    workers: int
+    max_page_chars: int
+    passage_words: int
+    index_options: dict[str, dict]
+    progress: bool
+
+    def parameters(self) -> dict[str, Any]:
+        return {
+            "indexes": list(self.indexes),
+            "namespaces": self.namespaces,
+            "workers": self.workers,
+            "max_page_chars": self.max_page_chars,
+            "passage_words": self.passage_words,
+            "index_options": _jsonable(self.index_options),
+        }
+
+
 def build_index(
     inputs: Sequence[str | Path] | str | Path,
     out: str | Path,
@@ -73,86 +120,31 @@ def build_index(
     """Ingest dumps / JSONL corpora into ``out`` (store + chosen indexes) and return the manifest.
 
     ``workers``: cleaner processes (default: the usable CPUs; 1 = in-process). On any failure the
-    partial build is removed, an existing ``out`` is left untouched and the error is raised.
+    partial build is removed, an existing ``out`` is left untouched and the error is raised. ``out`` is
+    replaced only when it is empty or an index folder of ours (our manifest, only our files), and never
+    when an input lies inside it. Builds to one ``out`` take turns through a lock beside it.
     """
-    if getattr(multiprocessing.current_process(), "_inheriting", False):
-        # A worker process is importing the caller's main module, which calls build_index at its top level:
-        # stop here, before any folder is made (the caller's own build reports the dead worker).
-        raise ConfigError(
-            'build_index called while a worker process starts: call it under `if __name__ == "__main__":`'
-        )
+    _refuse_in_worker()
     started = time.time()
-    indexes = _check_indexes(indexes)
-    namespaces = sorted({int(n) for n in namespaces})
-    if not namespaces:
-        raise ConfigError("namespaces: give at least one namespace number")
-    workers = usable_cpus() if workers is None else int(workers)
-    if max_page_chars < 1 or passage_words < 1:
-        raise ConfigError("max_page_chars and passage_words must be positive")
-    index_options = {name: dict(opts) for name, opts in (index_options or {}).items()}
+    plan = _plan(indexes, namespaces, workers, progress, index_options, max_page_chars, passage_words)
     paths = expand_inputs(inputs)
     out = Path(out).absolute()
-    _check_out(out)
+    _check_out(out, paths)
     out.parent.mkdir(parents=True, exist_ok=True)
-
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        ingest = _ingest(
-            paths,
-            tmp / STORE_FILE,
-            namespaces=namespaces,
-            workers=workers,
-            progress=progress,
-            max_page_chars=max_page_chars,
-            passage_words=passage_words,
-        )
-        ingest_seconds = time.time() - started
-        built: dict[str, Any] = {}
-        for name in indexes:
-            opts = dict(index_options.get(name, {}))
-            if name == "dense":
-                # Embedding shards live beside the index, outside the temporary folder: a failed or
-                # interrupted build resumes from them (each shard is checked against its passages' text).
-                opts.setdefault("shards_dir", _dense_shards_dir(out))
-            built[name] = _build_one(name, tmp, progress=progress, options=opts)
-        finished = time.time()
-        readers = ingest.pop("readers")
-        sites = [r.stats.siteinfo for r in readers if r.stats.siteinfo]
-        stamps = [r.stats.newest_rev_timestamp for r in readers if r.stats.newest_rev_timestamp]
-        manifest = {
-            "schema_version": _schema_version(),
-            "tool": "wikiground",
-            "tool_version": __version__,
-            "store": STORE_FILE,
-            "inputs": [r.stats.to_dict() for r in readers],
-            "siteinfo": sites[0] if sites else {},
-            "newest_rev_timestamp": max(stamps) if stamps else None,
-            **ingest,
-            "parameters": {
-                "indexes": list(indexes),
-                "namespaces": namespaces,
-                "workers": workers,
-                "max_page_chars": max_page_chars,
-                "passage_words": passage_words,
-                "index_options": _jsonable(index_options),
-            },
-            "build": {
-                "started": _iso(started),
-                "finished": _iso(finished),
-                "seconds": round(finished - started, 3),
-                "ingest_seconds": round(ingest_seconds, 3),
-            },
-            "indexes": built,
-        }
-        write_manifest(tmp, manifest)
-        swap_folder(tmp, out)
-        if "dense" in indexes and "shards_dir" not in index_options.get("dense", {}):
-            shutil.rmtree(_dense_shards_dir(out), ignore_errors=True)
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, (WikigroundError, KeyboardInterrupt, SystemExit)) or not isinstance(exc, Exception):
-            raise
-        raise BuildError(f"building {out} failed: {type(exc).__name__}: {exc}{_hint(exc)}") from exc
+    with _build_lock(out):
+        _check_out(out, paths)  # again, under the lock: the first look was before any build was excluded
+        _remove_stale_temps(out)
+        tmp = Path(tempfile.mkdtemp(prefix=build_tmp_prefix(out), dir=out.parent))
+        try:
+            manifest = _build_into(tmp, out, paths, plan, started)
+            _publish(tmp, out)
+            if "dense" in plan.indexes and "shards_dir" not in plan.index_options.get("dense", {}):
+                shutil.rmtree(_dense_shards_dir(out), ignore_errors=True)
+        except BaseException as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(exc, (WikigroundError, KeyboardInterrupt, SystemExit)) or not isinstance(exc, Exception):
+                raise
+            raise BuildError(f"building {out} failed: {type(exc).__name__}: {exc}{_hint(exc)}") from exc
     counts = manifest["counts"]
     logger.info(
         "built %s: %d pages, %d redirects, %d passages in %.1fs",
@@ -160,9 +152,222 @@ def build_index(
         counts["pages"],
         counts["redirects"],
         counts["passages"],
-        finished - started,
+        manifest["build"]["seconds"],
     )
     return manifest
+
+
+def _refuse_in_worker() -> None:
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        # A worker process is importing the caller's main module, which calls build_index at its top level:
+        # stop here, before any folder is made (the caller's own build reports the dead worker).
+        raise ConfigError(
+            'build_index called while a worker process starts: call it under `if __name__ == "__main__":`'
+        )
+
+
+def _plan(
+    indexes: Sequence[str],
+    namespaces: Sequence[int],
+    workers: int | None,
+    progress: bool,
+    index_options: Mapping[str, Mapping] | None,
+    max_page_chars: int,
+    passage_words: int,
+) -> _Plan:
+    """The options checked: unknown indexes, no namespace or a non-positive size are refused."""
+    namespaces = sorted({int(n) for n in namespaces})
+    if not namespaces:
+        raise ConfigError("namespaces: give at least one namespace number")
+    if max_page_chars < 1 or passage_words < 1:
+        raise ConfigError("max_page_chars and passage_words must be positive")
+    return _Plan(
+        indexes=_check_indexes(indexes),
+        namespaces=namespaces,
+        workers=usable_cpus() if workers is None else int(workers),
+        max_page_chars=max_page_chars,
+        passage_words=passage_words,
+        index_options={name: dict(opts) for name, opts in (index_options or {}).items()},
+        progress=progress,
+    )
+
+
+def _build_into(tmp: Path, out: Path, paths: list[Path], plan: _Plan, started: float) -> dict[str, Any]:
+    """Everything of the new index inside ``tmp``: the store, its build id, the channels, the manifest (last)."""
+    ingest = _ingest(
+        paths,
+        tmp / STORE_FILE,
+        namespaces=plan.namespaces,
+        workers=plan.workers,
+        progress=plan.progress,
+        max_page_chars=plan.max_page_chars,
+        passage_words=plan.passage_words,
+    )
+    ingest_seconds = time.time() - started
+    build_id = uuid.uuid4().hex
+    _stamp_store(tmp / STORE_FILE, build_id, started)
+    built = _build_channels(tmp, out, plan, build_id)
+    finished = time.time()
+    readers = ingest.pop("readers")
+    sites = [r.stats.siteinfo for r in readers if r.stats.siteinfo]
+    stamps = [r.stats.newest_rev_timestamp for r in readers if r.stats.newest_rev_timestamp]
+    manifest = {
+        "schema_version": _schema_version(),
+        "tool": "wikiground",
+        "tool_version": __version__,
+        "build_id": build_id,
+        "store": STORE_FILE,
+        "store_bytes": (tmp / STORE_FILE).stat().st_size,
+        "inputs": [r.stats.to_dict() for r in readers],
+        "siteinfo": sites[0] if sites else {},
+        "newest_rev_timestamp": max(stamps) if stamps else None,
+        **ingest,
+        "parameters": plan.parameters(),
+        "build": {
+            "started": _iso(started),
+            "finished": _iso(finished),
+            "seconds": round(finished - started, 3),
+            "ingest_seconds": round(ingest_seconds, 3),
+        },
+        "indexes": built,
+    }
+    write_manifest(tmp, manifest)
+    return manifest
+
+
+def _build_channels(tmp: Path, out: Path, plan: _Plan, build_id: str) -> dict[str, Any]:
+    """Each chosen channel built from the store, its params.json stamped with the build id and its files' sizes."""
+    built: dict[str, Any] = {}
+    for name in plan.indexes:
+        opts = dict(plan.index_options.get(name, {}))
+        if name == "dense":
+            # Embedding shards live beside the index, outside the temporary folder: a failed or
+            # interrupted build resumes from them (each shard is checked against its passages' text).
+            opts.setdefault("shards_dir", _dense_shards_dir(out))
+        built[name] = _build_one(name, tmp, progress=plan.progress, options=opts)
+        _stamp_channel(tmp / name, build_id)
+    return built
+
+
+def _stamp_store(db: Path, build_id: str, started: float) -> None:
+    """The build id into the store's ``build_info`` (readers check it against the manifest and the channels)."""
+    import duckdb
+
+    from indexer.schema import BUILD_INFO_DDL
+
+    con = duckdb.connect(str(db))
+    try:
+        con.execute(BUILD_INFO_DDL)
+        con.execute("INSERT INTO build_info VALUES (?, ?)", [build_id, _iso(started)])
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+
+
+def _stamp_channel(folder: Path, build_id: str) -> None:
+    """``build_id`` and ``files`` (relative path -> bytes) into a channel's params.json: ``backends.load`` checks
+    that the channel is of the store's build and that no file of it was truncated."""
+    path = folder / PARAMS_FILE
+    params = json.loads(path.read_text(encoding="utf-8"))
+    files = {
+        f.relative_to(folder).as_posix(): f.stat().st_size
+        for f in sorted(folder.rglob("*"))
+        if f.is_file() and f.name != PARAMS_FILE
+    }
+    atomic_write_json(path, {**params, "build_id": build_id, "files": files}, sort_keys=True)
+
+
+def _publish(tmp: Path, out: Path) -> None:
+    """Swap ``tmp`` into the place of ``out``, keeping ``out``'s mode and carrying its live delta over."""
+    os.chmod(tmp, _folder_mode(out))  # mkdtemp makes 0700
+    with _carried_delta(out, tmp):
+        swap_folder(tmp, out)
+
+
+def _folder_mode(out: Path) -> int:
+    """An existing folder keeps its mode; a new one gets the umask's default, as mkdir would give it."""
+    if out.is_dir():
+        return stat.S_IMODE(out.stat().st_mode)
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o777 & ~umask
+
+
+@contextlib.contextmanager
+def _carried_delta(out: Path, tmp: Path) -> Iterator[None]:
+    """Copy ``out/delta/`` (pages ingested live) into the new build, holding the delta's lock exclusively until the
+    swap, so that no live page written meanwhile is lost."""
+    folder = delta_dir(out)
+    if not folder.is_dir():
+        yield
+        return
+    fd = os.open(folder / DELTA_LOCK_FILE, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # delta writers hold it only while they write one segment
+        segments = delta_segments(out)
+        target = delta_dir(tmp)
+        target.mkdir(exist_ok=True)
+        for seg in segments:
+            shutil.copy2(seg, target / seg.name)
+        if segments:
+            logger.info("carried %d live delta segment(s) from %s into the new build", len(segments), folder)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _build_lock(out: Path) -> Iterator[None]:
+    """One build at a time per ``out``: an exclusive lock on ``.NAME.lock`` beside it (released if the build dies).
+
+    The lock file is removed when the build ends, while still locked; a build that opened it just before then holds
+    a lock on a file no longer at that path, notices, and locks the path's file instead.
+    """
+    path = build_lock_path(out)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise IndexLockedError(
+                f"{out}: another build is writing this index (pid {holder}, lock {path}); "
+                "wait for it to finish, or stop it, and build again"
+            ) from exc
+        if _is_file_at(fd, path):
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        os.close(fd)
+
+
+def _is_file_at(fd: int, path: Path) -> bool:
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def _remove_stale_temps(out: Path) -> None:
+    """Temporary folders of earlier builds of ``out`` that died (kill -9, power loss); called under the build lock,
+    so no live build owns them. An ``.old-`` folder is removed only while ``out`` exists: without ``out`` it is
+    the last copy of the previous index (a swap cut off between its two renames)."""
+    tmp, old = build_tmp_prefix(out), old_prefix(out)
+    for entry in out.parent.iterdir():
+        if not entry.name.startswith((tmp, old)) or not entry.is_dir() or entry.is_symlink():
+            continue
+        if entry.name.startswith(old) and not out.exists():
+            logger.warning("%s holds the previous index of %s (a swap was cut off): kept", entry, out)
+            continue
+        logger.info("removing %s, left by an interrupted build", entry)
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 def _ingest(
@@ -388,12 +593,47 @@ def parse_index_list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def _check_out(out: Path) -> None:
+def _check_out(out: Path, inputs: Sequence[Path]) -> None:
+    """Refuse an ``out`` that the build must not replace: a file, a folder that is not provably an index of
+    ours, or a folder holding one of the inputs."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file():
-        # Guard against `--out ~`: only an earlier index folder may be replaced.
-        raise ConfigError(f"{out}: folder is not empty and holds no {MANIFEST_FILE}; refusing to replace it")
+    real_out = out.resolve()
+    for path in inputs:
+        real = Path(path).resolve()
+        if real == real_out or real_out in real.parents:
+            raise ConfigError(
+                f"{path}: this input lies inside --out {out}, which the build replaces: write the index elsewhere"
+            )
+    if not out.is_dir():
+        return
+    entries = sorted(os.listdir(out))
+    if not entries:
+        return
+    foreign = [e for e in entries if e not in INDEX_ENTRIES]
+    why = _not_ours(out) if not foreign else f"it holds {_few(foreign)}, which no index has"
+    if why:
+        # Guard against `--out ~` or a folder that merely has a manifest.json of something else.
+        raise ConfigError(f"{out}: not a wikiground index folder ({why}); refusing to replace it: choose a new folder")
+
+
+def _not_ours(out: Path) -> str | None:
+    """Why the manifest of ``out`` is not one of ours, or None when it is."""
+    path = out / MANIFEST_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"no {MANIFEST_FILE}"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"{MANIFEST_FILE} is unreadable: {exc}"
+    if not isinstance(data, dict) or data.get("tool") != "wikiground" or "schema_version" not in data:
+        return f"{MANIFEST_FILE} is not a wikiground manifest"
+    return None
+
+
+def _few(names: Sequence[str], n: int = 5) -> str:
+    shown = ", ".join(names[:n])
+    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def _schema_version() -> int:

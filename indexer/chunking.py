@@ -116,45 +116,36 @@ ABBREVIATIONS: frozenset[str] = frozenset(
 )
 
 # A sentence ends at a newline, or at terminal punctuation (with closing quotes/brackets) followed by
-# whitespace on the same line: one regex pass over a whole section finds both kinds of cut. Written
-# to start with one character set (a newline or the first punctuation mark), which the regex engine
-# scans for quickly; "\n|[.!?]+..." is three times slower.
+# whitespace on the same line: one regex pass over a whole section finds both kinds of cut.
+# Written to start with one character set (a newline or a first punctuation mark), which the regex engine
+# scans for; the alternation "\n|[.!?]+..." has no such set and is tried at every offset.
 _CUT = re.compile(r"[\n.!?\u2026\u3002](?:(?<=\n)|(?<!\n)[.!?\u2026\u3002]*[\"'\u201d\u2019)\]]*(?=[^\S\n]))")
-# Texts with no "!", "?", "\u2026" or "\u3002" (nearly all) find _CUT's matches with two scans for a
-# literal first character, merged by a sort: ~2x faster than the scan for _CUT's first-character set.
-# ("\.\.*", not "\.+": the engine only finds the literal prefix in the former.)
+# _CUT's matches in a text without "!", "?", "\u2026" or "\u3002", as two scans for a literal first character
+# ("\.\.*", not "\.+": the regex engine only finds the literal prefix in the former).
 _DOT_CUT = re.compile(r"\.\.*[\"'\u201d\u2019)\]]*(?=[^\S\n])")
 _NEWLINE = re.compile(r"\n")
 _WORD_BEFORE = re.compile(r"[\w.\-']*$")
 _INITIALS = re.compile(r"(?:\w\.)+\w?$")
 _WORDS = re.compile(r"\S+")
-# Whitespace other than spaces and newlines, i.e. str.isspace() less " \n" (see _word_counts); listed
-# explicitly, which scans twice as fast as the equivalent [^\S \n].
-_ODD_SPACE = re.compile(r"[\t\r\x0b\x0c\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
 # Infobox fields that hold layout or file names, not facts.
 _LAYOUT_KEY = re.compile(r"(?:size|width|alt|upright|style|colou?r)$|^(?:embedded|module)", re.IGNORECASE)
 _IMAGE_VALUE = re.compile(r"\.(?:jpe?g|png|svg|gif|tiff?|webp)$", re.IGNORECASE)
+# Whitespace other than spaces and newlines, i.e. str.isspace() less " \n" (see _word_counts); listed
+# explicitly, which the regex engine scans faster than the equivalent [^\S \n].
+_ODD_SPACE = re.compile(r"[\t\r\x0b\x0c\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
 _STARTS_LOWER = re.compile(r"\s+[\"'(\[\u201c\u2018]*[a-z]")
-# No abbreviation is this long: a period after this many letters ends a sentence (unless the next
-# word starts lower-case).
-_LONGEST_ABBREVIATION = max(len(a) for a in ABBREVIATIONS)
 
 
 def _is_false_stop(text: str, dot: int, end: int) -> bool:
     """Whether the punctuation at ``dot`` (a period) ends an abbreviation, not a sentence."""
     if text[dot] != ".":
         return False
-    # Most sentences go on with a capital or a digit, which _STARTS_LOWER cannot match after the one
-    # whitespace character at ``end`` (the cut's lookahead): checked first, without the regex.
+    # A capital or digit after the one whitespace character at ``end`` cannot start _STARTS_LOWER: no regex.
     after = text[end + 1 : end + 2]
     if not (after.isupper() or after.isdigit()) and _STARTS_LOWER.match(text, end):
         return True  # "approx. three", "et al. found": a lower-case continuation
-    # Fast path: a word of letters longer than any abbreviation (and not dotted initials).
-    far = dot - _LONGEST_ABBREVIATION - 1
-    if far >= 0 and text[far:dot].isalpha():
-        return False
-    # The token right before the period, up to 20 characters back: usually letters or digits after a
-    # space (taken without the regex, which retries at every offset of the window).
+    # The token right before the period, up to 20 characters back; usually letters or digits after a space,
+    # taken without the regex, which retries at every offset of the window.
     window = text[max(0, dot - 20) : dot]
     word = window[window.rfind(" ") + 1 :]
     if word and not word.isalnum():
@@ -211,9 +202,9 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
 
 def _cuts(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of every match of :data:`_CUT` in ``text``, in order."""
-    # map(): the spans taken without a Python-level loop per match.
     if "!" in text or "?" in text or "\u2026" in text or "\u3002" in text:
         return list(map(_span, _CUT.finditer(text)))
+    # Nearly all texts: two scans, each for a literal first character, merged.
     cuts = list(map(_span, _DOT_CUT.finditer(text)))
     cuts += map(_span, _NEWLINE.finditer(text))
     cuts.sort()

@@ -29,6 +29,7 @@ INPUT_SUFFIXES = (".xml", ".bz2", ".gz", ".jsonl", ".ndjson", ".json")
 SNIFF_BYTES = 1 << 16
 CHUNK_BYTES = 1 << 21  # XML bytes per worker task: whole pages, ~100 enwiki articles
 READ_BYTES = 1 << 20  # decompressed bytes per read
+COMPRESSED_BYTES = 1 << 18  # compressed bytes per read of a bz2 file (its blocks are found in them)
 STREAM_GROUP_BYTES = 1 << 20  # compressed bytes of whole bz2 streams per decompression task
 MULTISTREAM_PROBE = 1 << 22  # a second bz2 stream must start within this many bytes to count as multistream
 HEADER_LIMIT = 1 << 24  # bytes searched for the first <page> before falling back to in-process parsing
@@ -285,27 +286,120 @@ def decompress_group(path: str, offset: int, data: bytes, size: int) -> bytes:
     """Worker side of multistream decompression: one group of whole bz2 streams.
 
     Stream by stream rather than ``bz2.decompress``, which silently drops a damaged stream that
-    follows a good one.
+    follows a good one; an error names its block.
     """
-    out: list[bytes] = []
-    rest = data
-    while rest:
-        at = offset + len(data) - len(rest)
-        decompressor = bz2.BZ2Decompressor()
-        try:
-            out.append(decompressor.decompress(rest))
-        except OSError as exc:
-            raise InputError(
-                f"corrupt compressed data ({exc})", path=path, where=f"bz2 stream at byte {at} of {size} (compressed)"
-            ) from exc
-        if not decompressor.eof:
+    return b"".join(bz2_decompress([data], path=path, size=size, offset=offset))
+
+
+def _bz2_block_patterns() -> list[tuple[bytes, int, int, int, int]]:
+    """The bz2 block magic (48 bits, at any bit offset) as a 5-byte needle per bit shift, with the masks and
+    values of the partial bytes before and after it: ``(needle, mask0, value0, mask6, value6)``."""
+    out = []
+    for shift in range(8):
+        window = (_BZ2_BLOCK_MAGIC << (8 - shift)).to_bytes(7, "big")
+        mask = (((1 << 48) - 1) << (8 - shift)).to_bytes(7, "big")
+        out.append((window[1:6], mask[0], window[0], mask[6], window[6]))
+    return out
+
+
+_BZ2_BLOCK_MAGIC = 0x314159265359  # pi: starts every bz2 block, not byte-aligned
+_BZ2_BLOCK_PATTERNS = _bz2_block_patterns()
+
+
+def _next_bz2_block(buf: bytearray) -> int:
+    """Index (>= 1) of the byte holding the first bit of the first whole bz2 block magic in ``buf``, or -1.
+
+    A false match in compressed data (odds about 2**-48 per bit) only splits what is fed at once."""
+    best = -1
+    for needle, mask0, value0, mask6, value6 in _BZ2_BLOCK_PATTERNS:
+        at = buf.find(needle, 2)
+        while at >= 0 and (best < 0 or at - 1 < best):
+            i = at - 1
+            if i + 6 < len(buf) and buf[i] & mask0 == value0 and buf[i + 6] & mask6 == value6:
+                best = i
+                break
+            at = buf.find(needle, at + 1)
+    return best
+
+
+class _Bz2Feeder:
+    """One bz2 decompressor after another (multistream); errors name the block being fed."""
+
+    def __init__(self, path: str, size: int, offset: int, out_bytes: int):
+        self.path, self.size, self.out_bytes = path, size, out_bytes
+        self.block_at = offset  # compressed offset of the block (or stream header) being fed
+        self.fed = offset  # compressed bytes fed so far, as a file offset
+        self._dec = bz2.BZ2Decompressor()
+        self._open = False  # the current stream has had input and has not ended
+
+    def where(self) -> str:
+        return f"bz2 block at byte {self.block_at} of {self.size} (compressed)"
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        self.fed += len(data)
+        while data:
+            self._open = True
+            try:
+                out = self._dec.decompress(data, self.out_bytes)
+                while True:
+                    if out:
+                        yield out
+                    if self._dec.eof or self._dec.needs_input:
+                        break
+                    out = self._dec.decompress(b"", self.out_bytes)
+            except OSError as exc:
+                raise InputError(f"corrupt compressed data ({exc})", path=self.path, where=self.where()) from exc
+            if not self._dec.eof:
+                return
+            data = self._dec.unused_data  # the next stream (multistream), if any
+            self.block_at = self.fed - len(data)
+            self._dec = bz2.BZ2Decompressor()
+            self._open = False
+
+    def end(self) -> None:
+        if self._open:
             raise InputError(
                 "truncated compressed file (bz2 stream ends early)",
-                path=path,
-                where=f"bz2 stream at byte {at} of {size} (compressed)",
+                path=self.path,
+                where=f"byte {self.fed} of {self.size} (compressed), in the {self.where()}",
             )
-        rest = decompressor.unused_data
-    return b"".join(out)
+
+
+_BZ2_HOLD = 12  # bytes kept back from feeding: a block magic (7 bytes with its partial ones) may start in them
+
+
+def bz2_decompress(
+    chunks: Iterable[bytes], *, path: str, size: int, offset: int = 0, out_bytes: int = READ_BYTES
+) -> Iterator[bytes]:
+    """Decompressed bytes of bz2 data (one stream or many) read in ``chunks`` from file offset ``offset``.
+
+    The decompressor is fed one block at a time (blocks found by their magic, at any bit offset), so corrupt
+    data is reported as soon as it is reached, with the compressed byte offset of its block; output comes in
+    pieces of at most ``out_bytes``, so memory stays bounded however well the data compresses.
+    """
+    feeder = _Bz2Feeder(path, size, offset, out_bytes)
+    buf = bytearray()
+    at = offset  # file offset of buf[0]
+    for chunk in chunks:
+        buf += chunk
+        while len(buf) > _BZ2_HOLD:
+            cut = _next_bz2_block(buf)
+            end = cut + 1 if cut >= 0 else len(buf) - _BZ2_HOLD
+            yield from feeder.feed(bytes(buf[:end]))
+            del buf[:end]
+            if cut >= 0:
+                feeder.block_at = at + cut  # the next bytes fed belong to this block
+            at += end
+            if cut < 0:
+                break
+    if buf:
+        yield from feeder.feed(bytes(buf))
+    feeder.end()
+
+
+def _compressed_chunks(stream: BinaryIO, size: int = COMPRESSED_BYTES) -> Iterator[bytes]:
+    while chunk := stream.read(size):
+        yield chunk
 
 
 def _last_page_label(data: bytes) -> str | None:
@@ -529,7 +623,8 @@ class InputReader:
             buffered = io.BufferedReader(_PrefixedReader(probe, buffered), buffer_size=READ_BYTES)
             self._buffered_probe = buffered
         if magic == b"BZh":
-            self._prefetch = _PrefetchReader(bz2.BZ2File(buffered))  # reads multistream bz2 too
+            data = bz2_decompress(_compressed_chunks(buffered), path=str(self.path), size=self.stats.size)
+            self._prefetch = _PrefetchReader(_BlockReader(data))  # reads multistream bz2 too
         elif magic[:2] == b"\x1f\x8b":
             self._prefetch = _PrefetchReader(gzip.GzipFile(fileobj=buffered))
         return self._read_blocks(self._prefetch or buffered)
@@ -718,10 +813,14 @@ class InputReader:
             line_no = 1
             try:
                 record = json.loads(first)
-            except json.JSONDecodeError:
-                # Not one object per line: a single JSON document such as {title: {title, extract}}.
-                rest = text.read()
-                yield from self._json_object_pages(first + rest)
+            except RecursionError as exc:
+                raise InputError("JSON nested too deeply", path=str(self.path), where="line 1") from exc
+            except json.JSONDecodeError as exc:
+                # Not one object per line: a single JSON document such as {title: {title, extract}}, read whole;
+                # unless the line is bad JSON in itself, or the next line is a record: a JSONL file whose first
+                # line is bad, reported now rather than after reading the whole file.
+                second = self._check_first_line(first, exc, text)
+                yield from self._json_object_pages(first + second + text.read())
                 return
             if _looks_like_title_map(record):
                 # A one-line {title: {title, extract}} document, not a JSONL record.
@@ -743,6 +842,8 @@ class InputReader:
                     raise InputError(
                         f"invalid JSON ({exc.msg}, column {exc.colno})", path=str(self.path), where=f"line {line_no}"
                     ) from exc
+                except RecursionError as exc:
+                    raise InputError("JSON nested too deeply", path=str(self.path), where=f"line {line_no}") from exc
                 page = self._jsonl_page(shape, record, line_no)
                 if page is not None:
                     yield page
@@ -752,6 +853,20 @@ class InputReader:
             raise self._compression_error(exc) from exc
         if self.stats.pages_read == 0:
             raise InputError("no pages found", path=str(self.path))
+
+    def _check_first_line(self, first: str, exc: json.JSONDecodeError, text: io.TextIOBase) -> str:
+        """The second line, after checking that a first line that is not JSON may start a JSON document."""
+        bad = InputError(f"invalid JSON ({exc.msg}, column {exc.colno})", path=str(self.path), where="line 1")
+        if exc.pos < len(first.rstrip()):
+            raise bad from exc  # the error is inside the line: no document starts so
+        second = text.readline()
+        try:
+            record = json.loads(second)
+        except (json.JSONDecodeError, RecursionError):
+            return second
+        if isinstance(record, dict):
+            raise bad from exc
+        return second
 
     def _detect_shape(self, record: Any, line_no: int) -> str:
         keys = sorted(record) if isinstance(record, dict) else []
@@ -772,8 +887,10 @@ class InputReader:
         )
 
     def _new_id(self, given: Any = None) -> int:
-        if isinstance(given, int) or (isinstance(given, str) and given.isdigit()):
-            return int(given)
+        if isinstance(given, str) and given.isascii() and given.isdigit() and len(given) < 19:
+            given = int(given)
+        if isinstance(given, int) and not isinstance(given, bool) and 0 < given < 1 << 63:
+            return given
         page_id = self.next_page_id
         self.next_page_id += 1
         return page_id
@@ -826,6 +943,8 @@ class InputReader:
             raise InputError(
                 f"invalid JSON ({exc.msg})", path=str(self.path), where=f"line {exc.lineno}, column {exc.colno}"
             ) from exc
+        except RecursionError as exc:
+            raise InputError("JSON nested too deeply", path=str(self.path)) from exc
         values = list(data.values()) if isinstance(data, dict) else None
         if not _looks_like_title_map(data):
             keys = sorted(values[0])[:10] if values and isinstance(values[0], dict) else []
@@ -836,6 +955,8 @@ class InputReader:
         self.stats.format = JSON_OBJECT_FORMAT
         logger.info("%s: detected JSON object format: title -> {title, extract}", self.path.name)
         for key, value in data.items():
+            if not isinstance(value, dict):
+                raise InputError(f"entry {key!r} is not an object", path=str(self.path))
             self.stats.pages_read += 1
             text = value.get("extract", value.get("text")) or ""
             page = RawPage(

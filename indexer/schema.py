@@ -141,6 +141,15 @@ LEFT JOIN (SELECT j.page_id, j.section_index, string_agg(j.joint || p.text, '' O
 DDL = TABLES_DDL + SECTIONS_TABLE_DDL + SENTENCES_TABLE_DDL  # same public tables, every one writable
 STORE_DDL = TABLES_DDL + SECTION_HEADS_DDL + SENTENCE_SPANS_DDL  # what indexer.build writes
 
+# One row naming the build that wrote the store. The same id is in manifest.json and in each channel's
+# params.json: a reader checks them against one another, so it never mixes two builds of one folder.
+BUILD_INFO_DDL = """
+CREATE TABLE build_info (
+    build_id   VARCHAR NOT NULL,
+    built_at   VARCHAR NOT NULL         -- ISO 8601, UTC
+);
+"""
+
 # Created after the bulk load (faster than maintaining them row by row).
 INDEXES = """
 CREATE INDEX pages_title ON pages(title);

@@ -1,4 +1,4 @@
-"""Read side of the DuckDB store (``INDEX/wiki.duckdb``), plus the live delta (``INDEX/delta/wiki.duckdb``).
+"""Read side of the DuckDB store (``INDEX/wiki.duckdb``), plus the live delta (segments in ``INDEX/delta/``).
 
 Accepts a path to an index folder, a path to a ``.duckdb`` file, or an open DuckDB connection
 (sqlite-utils style). Everything returned is a record from :mod:`wikiground.records`.
@@ -6,6 +6,8 @@ Accepts a path to an index folder, a path to a ``.duckdb`` file, or an open Duck
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -13,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wikiground.errors import IndexCorruptError, IndexMissingError
-from wikiground.layout import STORE_FILE, delta_path
+from wikiground.errors import IndexChangedError, IndexCorruptError, IndexMissingError
+from wikiground.layout import MANIFEST_FILE, STORE_FILE, delta_segments
 from wikiground.records import Page, Passage
 from wikiground.text import canonical_title, normalize_title
 
@@ -88,22 +90,175 @@ def _passage(row: Sequence[Any]) -> Passage:
     )
 
 
-def _connect(path: Path):
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _connect(path: Path, *, expected_bytes: int | None = None):
+    """A connection that sees the store at ``path`` read-only, with its tables and views by their plain names.
+
+    ``duckdb.connect(path)`` would reuse the database instance DuckDB caches per path and process: after a
+    rebuild that is still the old (renamed, deleted) file. An in-memory database that attaches the file opens
+    whatever file is at ``path`` now; views in the in-memory catalog name the attached tables, so every
+    cursor of the connection (cursors do not inherit ``USE``) sees them.
+    """
+    import duckdb
+
+    if expected_bytes is not None:
+        size = path.stat().st_size
+        if size != expected_bytes:
+            raise IndexCorruptError(
+                f"{path}: {size} bytes where the manifest says {expected_bytes}: truncated or replaced (rebuild)"
+            )
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(f"ATTACH {_sql_string(str(path))} AS store (READ_ONLY)")
+        names = con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'store' AND schema_name = 'main' "
+            "UNION ALL SELECT view_name FROM duckdb_views() WHERE database_name = 'store' AND schema_name = 'main' "
+            "AND NOT internal"
+        ).fetchall()
+        for (name,) in names:
+            quoted = '"' + name.replace('"', '""') + '"'
+            con.execute(f"CREATE VIEW memory.main.{quoted} AS SELECT * FROM store.main.{quoted}")
+    except duckdb.Error as exc:
+        con.close()
+        raise IndexCorruptError(f"{path}: cannot open the store: {exc}") from exc
+    return con
+
+
+def _build_id(con: Any) -> str | None:
     import duckdb
 
     try:
-        return duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as exc:
-        raise IndexCorruptError(f"{path}: cannot open the store: {exc}") from exc
+        row = con.execute("SELECT build_id FROM build_info LIMIT 1").fetchone()
+    except duckdb.CatalogException:
+        return None  # a store built before build ids
+    return None if row is None else str(row[0])
+
+
+def _manifest_of(index_dir: Path) -> dict[str, Any]:
+    """The manifest beside a store, or {} (a bare ``.duckdb`` file, a folder built by hand)."""
+    path = index_dir / MANIFEST_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexCorruptError(f"{path}: unreadable manifest ({exc})") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def _open_consistent(db: Path, index_dir: Path) -> tuple[Any, str | None]:
+    """The store, checked to be the build the manifest names (a rebuild may swap the folder in between)."""
+    for _ in range(3):
+        manifest = _manifest_of(index_dir)
+        expected = manifest.get("build_id")
+        con = _connect(db, expected_bytes=manifest.get("store_bytes"))
+        build_id = _build_id(con)
+        if expected is None or build_id is None:
+            log.debug("%s: no build id (built by an older version): generation checks are off", index_dir)
+            return con, build_id
+        if build_id == expected:
+            return con, build_id
+        con.close()  # the folder was swapped between reading the manifest and opening the store: read both again
+    raise IndexChangedError(f"{index_dir}: the store is build {build_id} but the manifest names {expected}")
+
+
+# The delta's tables, copied from its segments into one in-memory database (pages ingested live are few).
+_DELTA_TABLES = ("pages", "sections", "passages", "categories", "see_also", "links", "infobox", "table_rows")
+
+
+def open_delta(index_dir: Path) -> tuple[Any | None, tuple]:
+    """The delta's segments merged into an in-memory database (the newest revision of each page wins), and the
+    listing it was read from. A segment that cannot be read whole is skipped with a warning: the rest serve."""
+    import duckdb
+
+    from indexer.schema import DDL
+
+    segments = delta_segments(index_dir)
+    listing = _listing(segments)
+    if not segments:
+        return None, listing
+    con = duckdb.connect(":memory:")
+    con.execute(DDL)
+    best: dict[int, tuple[tuple, int]] = {}  # page_id -> (revision key, segment number)
+    staged: list[int] = []
+    for n, seg in enumerate(segments):
+        try:
+            _stage_segment(con, seg, n)
+        except duckdb.Error as exc:
+            log.warning("%s: damaged delta segment skipped (%s)", seg, str(exc).splitlines()[0])
+            con.execute(f"DROP SCHEMA IF EXISTS s{n} CASCADE")
+            continue
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"DETACH DATABASE IF EXISTS seg{n}")
+        staged.append(n)
+        for page_id, rev_id, stamp in con.execute(f"SELECT page_id, rev_id, rev_timestamp FROM s{n}.pages").fetchall():
+            key = (-1 if rev_id is None else int(rev_id), stamp or "", n)
+            if page_id not in best or key > best[page_id][0]:
+                best[int(page_id)] = (key, n)
+    for n in staged:
+        ids = sorted(pid for pid, (_, seg) in best.items() if seg == n)
+        for table in _DELTA_TABLES:
+            sql = f"INSERT INTO {table} SELECT * FROM s{n}.{table} WHERE page_id IN (SELECT unnest(?))"
+            con.execute(sql, [ids])
+        con.execute(
+            f"INSERT INTO sentences SELECT s.* FROM s{n}.sentences s WHERE s.passage_id IN "
+            f"(SELECT passage_id FROM s{n}.passages WHERE page_id IN (SELECT unnest(?)))",
+            [ids],
+        )
+        con.execute(f"DROP SCHEMA s{n} CASCADE")
+    return con, listing
+
+
+def _stage_segment(con: Any, seg: Path, n: int) -> None:
+    """Read a whole segment into schema ``s{n}``: a damaged file fails here, before any of it is used."""
+    con.execute(f"ATTACH {_sql_string(str(seg))} AS seg{n} (READ_ONLY)")
+    con.execute(f"CREATE SCHEMA s{n}")
+    for table in (*_DELTA_TABLES, "sentences"):
+        con.execute(f"CREATE TABLE s{n}.{table} AS SELECT * FROM seg{n}.{table}")
+
+
+def delta_revisions(index_dir: Path) -> set[tuple[int, int | None]]:
+    """(page_id, rev_id) of every page in the delta's readable segments (what a writer need not write again)."""
+    con, _ = open_delta(index_dir)
+    if con is None:
+        return set()
+    try:
+        return {
+            (int(a), None if b is None else int(b))
+            for a, b in con.execute("SELECT page_id, rev_id FROM pages").fetchall()
+        }
+    finally:
+        con.close()
+
+
+def _listing(segments: list[Path]) -> tuple:
+    out = []
+    for seg in segments:
+        try:
+            st = seg.stat()
+        except FileNotFoundError:
+            continue
+        out.append((seg.name, st.st_size, st.st_mtime_ns))
+    return tuple(out)
 
 
 class Store:
-    """Lookups over the store and its live delta. Thread-safe: each call uses its own cursor."""
+    """Lookups over the store and its live delta. Thread-safe: each call uses its own cursor.
 
-    def __init__(self, con: Any, *, path: Path | None = None, delta: Any | None = None):
+    ``build_id`` names the build the store belongs to (None for stores built before build ids). The delta
+    is read again whenever its folder's listing changes (a writer adds whole segments by renaming them in).
+    """
+
+    def __init__(self, con: Any, *, path: Path | None = None, delta: Any | None = None, build_id: str | None = None):
         self.path = path
+        self.build_id = build_id
         self._main = con
         self._delta = delta
+        self._delta_listing: tuple = ()
         self._lock = threading.Lock()
 
     # -- opening -----------------------------------------------------------------------------
@@ -119,19 +274,37 @@ class Store:
                 f"no store at {db}: build one with `python -m indexer build --dump DUMP --out {p}` (or `make index`)"
             )
         index_dir = db.parent
-        delta_db = delta_path(index_dir)
-        delta = _connect(delta_db) if delta_db.is_file() else None
-        return cls(_connect(db), path=index_dir, delta=delta)
+        con, build_id = _open_consistent(db, index_dir)
+        store = cls(con, path=index_dir, build_id=build_id)
+        store.reload_delta()
+        return store
 
     def reload_delta(self) -> None:
-        """Pick up a delta written since opening (corrective ingest)."""
+        """Read the delta again if segments were added or removed since it was last read."""
         if self.path is None:
             return
-        delta_db = delta_path(self.path)
+        listing = _listing(delta_segments(self.path))
+        if listing == self._delta_listing:
+            return
         with self._lock:
-            if self._delta is not None:
-                self._delta.close()
-            self._delta = _connect(delta_db) if delta_db.is_file() else None
+            if listing == self._delta_listing:
+                return
+            # The replaced connection is not closed here: another thread may be reading it (it is garbage
+            # collected once no cursor holds it).
+            self._delta, self._delta_listing = open_delta(self.path)
+
+    def live_fetch_times(self, page_ids: Iterable[int]) -> dict[int, str | None]:
+        """page_id -> fetch time (``rev_timestamp`` of a live page) of the pages among ``page_ids`` in the delta."""
+        ids = sorted({int(i) for i in page_ids})
+        delta = self._delta
+        if not ids or delta is None:
+            return {}
+        rows = (
+            delta.cursor()
+            .execute("SELECT page_id, rev_timestamp FROM pages WHERE page_id IN (SELECT unnest(?))", [ids])
+            .fetchall()
+        )
+        return {int(a): b for a, b in rows}
 
     def close(self) -> None:
         for con in (self._main, self._delta):
@@ -146,15 +319,23 @@ class Store:
 
     # -- plumbing ----------------------------------------------------------------------------
     def _cons(self) -> Iterator[Any]:
+        if self.path is not None:
+            self.reload_delta()  # one listing of delta/: a segment written by any process is seen at once
+        delta = self._delta
         yield self._main
-        if self._delta is not None:
-            yield self._delta
+        if delta is not None:
+            yield delta
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         rows: list[tuple] = []
         for con in self._cons():
             rows.extend(con.cursor().execute(sql, list(params)).fetchall())
         return rows
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Rows of a read-only ``sql`` over the store, then its live delta (a cursor per call: thread-safe).
+        For listings the lookups below do not cover; the tables are those of ``indexer.schema``."""
+        return self._all(sql, params)
 
     # -- pages and passages ------------------------------------------------------------------
     def count(self, table: str) -> int:

@@ -21,7 +21,6 @@ import html
 import logging
 import re
 from collections.abc import Iterator
-from itertools import repeat
 
 from indexer.parsed import ParsedLink, ParsedPage, ParsedSection
 from wikiground.text import canonical_title
@@ -124,8 +123,7 @@ _DROP_TAGS = (
     "phonos",
     "pre",
 )
-# The attributes run to the first ">", and the tag is self-closing when a "/" ends them: a greedy
-# "[^<>]*" finds the same ">" as the lazy "([^<>]*?)(/?)>" at a fraction of its cost per character.
+# The attributes run to the first ">"; the tag is self-closing when a "/" ends them.
 _DROP_TAG_OPEN = re.compile(r"<(" + "|".join(_DROP_TAGS) + r")\b[^<>]*>", re.IGNORECASE)
 _CLOSE_TAG = {name: re.compile(r"</" + name + r"\s*>", re.IGNORECASE) for name in _DROP_TAGS}
 _NOWIKI_OPEN = re.compile(r"<nowiki\s*(/?)>", re.IGNORECASE)
@@ -149,19 +147,10 @@ _NOWIKI_ESCAPE = str.maketrans(
 )
 
 
-# The regex engine finds "<" then checks "!--" faster than str.find scans for "<!--" (see _TABLE_OPEN).
-_COMMENT_OPEN = re.compile(r"<(?=!--)")
-
-
 def _strip_comments(text: str, warnings: list[str]) -> str:
-    search = _COMMENT_OPEN.search
-    m = search(text)
-    if m is None:
-        return text
     out: list[str] = []
     pos = 0
-    while m is not None:
-        start = m.start()
+    while (start := text.find("<!--", pos)) >= 0:
         out.append(text[pos:start])
         end = text.find("-->", start + 4)
         if end < 0:
@@ -169,12 +158,8 @@ def _strip_comments(text: str, warnings: list[str]) -> str:
             warnings.append(f"unclosed comment at offset {start}")
             return "".join(out)
         pos = end + 3
-        m = search(text, pos)
     out.append(text[pos:])
     return "".join(out)
-
-
-_FIND_NOWIKI = re.compile(r"<(?=nowiki|NOWIKI)").search
 
 
 def _unwrap_nowiki(text: str) -> str:
@@ -182,8 +167,8 @@ def _unwrap_nowiki(text: str) -> str:
     ``<nowiki>`` stays as it is.
 
     In one pass: each open tag takes the first close tag after it, and once no close tag is left none is
-    searched for again (the lazy regex "<nowiki>(.*?)</nowiki>" scanned to the end of the page for every
-    unclosed tag: quadratic, minutes for a page of them).
+    searched for again (a lazy regex "<nowiki>(.*?)</nowiki>" would rescan to the end of the page for
+    every unclosed tag: quadratic).
     """
     out: list[str] = []
     pos = 0
@@ -209,10 +194,8 @@ def _unwrap_nowiki(text: str) -> str:
 
 
 def _strip_tags_with_content(text: str, warnings: list[str]) -> str:
-    if _FIND_NOWIKI(text):  # the same test as '"<nowiki" in text or "<NOWIKI" in text', in one faster scan
+    if "<nowiki" in text or "<NOWIKI" in text:
         text = _unwrap_nowiki(text)
-    if "<" not in text:
-        return text
     out: list[str] = []
     pos = 0
     search = _DROP_TAG_OPEN.search
@@ -239,8 +222,8 @@ def _strip_tags_with_content(text: str, warnings: list[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 # Stage 2: templates
 
-# Brace runs are found by two literal-prefixed scans, merged: the regex engine scans for a literal
-# first character several times faster than for the alternation "\{\{+|\}\}+" (~4% of a worker's CPU).
+# Two scans, for opening and for closing runs, merged: each has a literal first character for the regex
+# engine to scan for, which the alternation "\{\{+|\}\}+" lacks.
 _OPEN_BRACES = re.compile(r"\{\{+")
 _CLOSE_BRACES = re.compile(r"\}\}+")
 _PIPE_OR_LINK = re.compile(r"\[\[|\]\]|\|")
@@ -277,13 +260,8 @@ def _merged(first: Iterator[re.Match[str]], second: Iterator[re.Match[str]]) -> 
         yield from first
 
 
-_span = re.Match.span
-
-
 def _split_args(body: str) -> list[str]:
     """Split a template body at top-level pipes (pipes inside [[links]] do not split)."""
-    if "[[" not in body:
-        return body.split("|")
     parts: list[str] = []
     depth = 0
     last = 0
@@ -302,11 +280,6 @@ def _split_args(body: str) -> list[str]:
 
 
 def _norm_name(raw: str) -> str:
-    # Fast path: letters and digits with single spaces (most names) have no "_" to replace, no
-    # whitespace to collapse (strip() and split() agree on what whitespace is) and no "...:" prefix.
-    name = raw.strip()
-    if "  " not in name and name.replace(" ", "").isalnum():
-        return name.lower()
     name = " ".join(raw.replace("_", " ").split()).lower()
     if name.startswith(("template:", "subst:", "safesubst:", "msgnw:")):
         name = name.split(":", 1)[1].strip()
@@ -631,16 +604,15 @@ def _handle_template(body: str, state: _TemplateState) -> str:
 def _expand_templates(text: str, state: _TemplateState) -> str:
     """Resolve every ``{{...}}`` innermost-first in one pass with a stack of open frames."""
     if "{{" not in text:
-        return text.replace("}}", "") if "}}" in text else text
+        return text.replace("}}", "") if "}}" in text else text  # stray closing pairs only
     # Each frame: [kind (2 = template, 3 = parameter), pieces of its body so far].
     root: list[str] = []
     stack: list[tuple[int, list[str]]] = []
     pieces = root
     last = 0
-    # The brace runs' spans, merged by a sort (an open and a close run never start at the same offset):
-    # C-level, where merging the two scans' matches in Python cost more than the scans.
-    runs = list(map(_span, _OPEN_BRACES.finditer(text)))
-    runs += map(_span, _CLOSE_BRACES.finditer(text))
+    # The runs' spans in text order (an opening and a closing run never start at the same offset).
+    runs = [m.span() for m in _OPEN_BRACES.finditer(text)]
+    runs += [m.span() for m in _CLOSE_BRACES.finditer(text)]
     runs.sort()
     for start, end in runs:
         pieces.append(text[last:start])
@@ -687,9 +659,7 @@ def _expand_templates(text: str, state: _TemplateState) -> str:
 # ---------------------------------------------------------------------------------------------
 # Stage 3: tables
 
-# Two literal scans, merged (see _OPEN_BRACES). "\{(?=\|)\|", not "\{\|": the regex engine scans for a
-# one-character literal prefix faster than for a longer one when its first character is not frequent
-# (here, in _HEADING and _COMMENT_OPEN; measured ~1.5x on real pages).
+# Two scans, each for a literal first character the regex engine finds fast, merged (see _table_tokens).
 _TABLE_OPEN = re.compile(r"\{(?=\|)\|")
 _TABLE_CLOSE = re.compile(r"\|(?=\})\}")
 _HEADING_LINE = re.compile(r"^=[^\n]*=[ \t]*$", re.MULTILINE)
@@ -727,10 +697,7 @@ def _parse_table(body: str) -> tuple[str, ...]:
         if head[:1] == "|" or head[:1] == "!":
             cur = cells
             rest = s[1:]
-            if "||" in rest or "!!" in rest:
-                cells += map(_cell_content, _CELL_SPLIT.split(rest))
-            else:  # one cell, as on most lines: no regex split
-                cells.append(_cell_content(rest))
+            cells.extend(_cell_content(c) for c in _CELL_SPLIT.split(rest))
             continue
         if cells:
             cells[-1] += "\n" + line
@@ -748,7 +715,7 @@ def _parse_table(body: str) -> tuple[str, ...]:
 
 
 def _extract_tables(text: str, tables: list[tuple[int, tuple[str, ...]]], warnings: list[str]) -> str:
-    if _TABLE_OPEN.search(text) is None:  # no "{|": the regex scan is faster than str's (see _TABLE_OPEN)
+    if "{|" not in text:
         return text
     out: list[str] = []
     stack: list[int] = []  # start offsets of the open tables
@@ -791,8 +758,11 @@ def _extract_tables(text: str, tables: list[tuple[int, tuple[str, ...]]], warnin
 
 def _table_tokens(text: str) -> Iterator[tuple[int, int, str]]:
     """``(line start, offset, token)`` of each ``{|`` / ``|}`` that starts a line (after spaces, tabs
-    and ``:`` indents). Found as literals, then the line checked: ``^[ \t:]*`` with MULTILINE tried
-    every line of the page (measured 1.6x slower)."""
+    and ``:`` indents).
+
+    Each token found is checked against its line: "^[ \t:]*" with MULTILINE gives the regex engine no
+    literal to scan for, and it would try the pattern at every offset of the page.
+    """
     end = 0
     for m in _merged(_TABLE_OPEN.finditer(text), _TABLE_CLOSE.finditer(text)):
         at = m.start()
@@ -899,14 +869,11 @@ _HTML_TAG = re.compile(
 )
 _BR = re.compile(r"<br\s*/?\s*>|</br\s*>", re.IGNORECASE)
 _MAGIC = re.compile(r"__[A-Z]+__")
-# "''''+", not "'{4,}": the same runs, but with a literal prefix that the regex engine scans for;
-# "'{4,}" has none, so it is tried at every offset of the text (measured ~3x faster on real pages).
-_QUOTES = re.compile(r"''''+")
+_QUOTES = re.compile(r"''''+")  # runs of four or more apostrophes
 _BOLD_ITALIC = re.compile(r"'''''|'''|''")
 _LEFTOVER = re.compile(r"\{\{|\}\}|\[\[|\]\]|\{\||\|\}|<ref", re.IGNORECASE)
-# Runs of spaces become one, and a space before punctuation goes: one pass over the spaces, not one
-# per rule (each space the scan stops at costs about as much as the rest of the pass). Matched: a run
-# of two or more spaces, or one space before punctuation, with the rest of its run.
+# Runs of spaces become one, and a space before punctuation goes, in one pass (see _spaces_repl).
+# Matched: a run of two or more spaces, or one space before punctuation, with the rest of its run.
 _SPACES = re.compile(r" (?=[ ,.;:!?)]) *")
 _PUNCT = frozenset(",.;:!?)")
 # "()" and "(; " left behind by removed pronunciation/reference templates.
@@ -940,22 +907,21 @@ class _LinkSink:
 def _render_flat_links(text: str, sink: _LinkSink | None) -> str:
     """``text`` with its un-nested links replaced by their visible text, recorded in order in ``sink``.
 
-    One ``split`` yields every link's groups, with no match object nor callback per link
-    (measured: link rendering of one bench copy 101 -> 91 ms against ``sub`` with a function).
+    Most links are plain (no namespace, fragment, "_", entity or run of whitespace in the title, no markup in
+    the visible text): those are rendered here, with _render_link's result but without its namespace and
+    markup passes.
     """
     parts = _FLAT_LINK.split(text)
     if len(parts) == 1:
         return text
-    pieces = iter(parts)
-    out = [next(pieces)]
     links = sink.links if sink is not None else None
     section = sink.section_index if sink is not None else 0
+    pieces = iter(parts)
+    out = [next(pieces)]
     # split() gives, per link, its three groups and then the text up to the next link.
     for target, label, trail, after in zip(pieces, pieces, pieces, pieces):
-        # Fast path, the same result as _render_link for the common plain link: an article title
-        # with nothing to canonicalise and a visible text with no markup. Letters and digits with
-        # single spaces (most titles and anchors) pass all the checks at once: one isalnum().
         t = target.strip()
+        # Letters and digits with single spaces (most titles and anchors) pass all the checks at once: one isalnum().
         plain = "  " not in t and t.replace(" ", "").isalnum()
         if plain or (
             t and ":" not in t and "#" not in t and "_" not in t and "&" not in t and "  " not in t and "\t" not in t
@@ -975,10 +941,8 @@ def _render_flat_links(text: str, sink: _LinkSink | None) -> str:
                         stored = " ".join(anchor.split())
                     else:
                         stored = anchor
-                    # tuple.__new__: a namedtuple's own __new__ is a Python-level function. A title that
-                    # starts with an ASCII capital (t is not empty here) is already its own upper-cased form.
-                    title = t if "A" <= t[0] <= "Z" else t[:1].upper() + t[1:]
-                    links.append(_new_tuple(ParsedLink, (title, stored, section)))
+                    # tuple.__new__: a namedtuple's own __new__ is a Python-level function.
+                    links.append(_new_tuple(ParsedLink, (t[:1].upper() + t[1:], stored, section)))
                 out.append(anchor)
                 out.append(after)
                 continue
@@ -1004,7 +968,8 @@ def _namespace(target: str) -> tuple[str, str]:
 
 
 def _canonical(title: str) -> str:
-    """``canonical_title`` with a fast path for the common already-clean title."""
+    """``canonical_title`` of a link target; one with no "_", entity or run of whitespace is only stripped and
+    capitalised (other whitespace, such as no-break spaces, is kept as written)."""
     if "_" in title or "  " in title or "\n" in title or "\t" in title or "&" in title:
         return canonical_title(html.unescape(title))
     t = title.strip()
@@ -1053,17 +1018,11 @@ def _render_link(target: str, label: str | None, trail: str, sink: _LinkSink | N
 
 def _anchor_text(text: str) -> str:
     """A link's visible text as stored: no markup or entities, whitespace collapsed."""
-    if "''" in text:
-        text = _BOLD_ITALIC.sub("", _QUOTES.sub(_quote_repl, text))
-    if "<" in text:
-        text = _HTML_TAG.sub("", text)
-    if "&" in text:
-        text = html.unescape(text)
-    if _PH_PIPE in text or _PH_EQUALS in text:
-        text = text.replace(_PH_PIPE, "|").replace(_PH_EQUALS, "=")
-    # Every _LEFTOVER token holds one of these characters: most anchors skip the regex.
-    if "{" in text or "}" in text or "[" in text or "]" in text or "<" in text:
-        text = _LEFTOVER.sub(" ", text)
+    text = _BOLD_ITALIC.sub("", _QUOTES.sub(_quote_repl, text))
+    text = _HTML_TAG.sub("", text)
+    text = html.unescape(text)
+    text = text.replace(_PH_PIPE, "|").replace(_PH_EQUALS, "=")
+    text = _LEFTOVER.sub(" ", text)
     return " ".join(text.split())
 
 
@@ -1102,10 +1061,9 @@ def _render_links(text: str, sink: _LinkSink | None) -> str:
     """Replace ``[[...]]`` with their visible text (files, categories, interwiki dropped)."""
     if "[[" not in text:
         return text
-    if _FILE_OPEN.search(text):
-        text = _drop_files(text)
+    text = _drop_files(text)
     text = _render_flat_links(text, sink)
-    if "[" in text and "[[" in text:  # the one-character scan first: far faster, and "[" is rare by now
+    if "[[" in text:
         text = _render_links_nested(text, sink)  # links nested in labels: rare, malformed
     return text
 
@@ -1159,12 +1117,13 @@ def _render_links_nested(text: str, sink: _LinkSink | None) -> str:
 
 def _inline_markup(text: str, *, br: str) -> str:
     """External links, HTML tags, magic words, bold/italic (links already rendered)."""
+    # Each pass only where its markup's first character occurs: most texts skip most regex passes.
     if "[" in text:
         text = _EXT_LINK.sub(_ext_link_repl, text)
     if "<" in text:
         text = _BR.sub(br, text)
         text = _HTML_TAG.sub("", text)
-    if "_" in text and "__" in text:  # a one-character scan is several times faster: most pages have no "_"
+    if "_" in text and "__" in text:  # the one-character scan first: most pages have no "_"
         text = _MAGIC.sub("", text)
     if "''" in text:
         if "''''" in text:
@@ -1177,28 +1136,15 @@ def _ext_link_repl(m: re.Match[str]) -> str:
     return m.group(1) or ""
 
 
-# The low byte of _PH_PIPE ("\ue000") is zero, so ``in`` cannot use memchr on the two-byte text that
-# _finish gets and loops over every character; the regex engine's scan for it is twice as fast.
-_FIND_PH_PIPE = re.compile(_PH_PIPE).search
-
-
 def _finish(text: str) -> str:
     """Entities, placeholders, leftover markup and spacing; newlines are kept."""
-    if "&" in text:
-        text = html.unescape(text)
-    if _PH_EQUALS in text or _FIND_PH_PIPE(text):
-        text = text.replace(_PH_PIPE, "|").replace(_PH_EQUALS, "=")
-    # Every _LEFTOVER token holds one of these, and most pages have none of them left. ("[[" and "]]"
-    # rather than "[" and "]": a third of the pages keep a single bracket, and the regex pass costs
-    # several times the substring scans; the one-character scans first, as they are much faster.)
-    if "{" in text or "}" in text or "<" in text or ("[" in text and "[[" in text) or ("]" in text and "]]" in text):
+    text = html.unescape(text)
+    text = text.replace(_PH_PIPE, "|").replace(_PH_EQUALS, "=")
+    # Most texts have no markup left over: a substring check skips the regex pass.
+    if "{" in text or "}" in text or "<" in text or "[[" in text or "]]" in text:
         text = _LEFTOVER.sub(" ", text)
-    if "(" in text:
-        text = _PAREN_JUNK.sub(_paren_junk_repl, text)
-    if "\t" in text:
-        text = text.replace("\t", " ")
-    if "\xa0" in text:
-        text = text.replace("\xa0", " ")
+    text = _PAREN_JUNK.sub(_paren_junk_repl, text)
+    text = text.replace("\t", " ").replace("\xa0", " ")
     return _SPACES.sub(_spaces_repl, text)
 
 
@@ -1217,35 +1163,29 @@ def _flatten(text: str) -> str:
         items = []
         for line in text.split("\n"):
             s = line.strip()
-            if s[:1] in ("*", "#", ":", ";"):
-                s = s.lstrip("*#:; ")
+            s = s.lstrip("*#:; ")
             if s:
                 items.append(s)
         text = ", ".join(items)
     if ",," in text or ", ," in text:
         text = _COMMAS.sub(",", text)
-    if ".," in text:
-        text = text.replace(".,", ".")
+    text = text.replace(".,", ".")
     return text.strip().strip(",").strip()
 
 
 def _inline_many(parts: list[str], *, br: str = " ") -> list[str]:
     """Wikitext fragments (templates expanded) -> one line of plain text each.
 
-    The fragments are joined with a separator so each regex pass runs once per batch;
-    if markup crossed a separator (an unclosed link), they are redone one by one.
+    The fragments are joined with a separator so each regex pass runs once per batch, not once per
+    fragment (infobox values and table cells are many and short); if markup crossed a separator (an
+    unclosed link), they are redone one by one.
     """
     if not parts:
         return []
-    joined = _SEP.join(parts)
-    text = _finish(_inline_markup(_render_links(joined, None), br=br))
+    text = _finish(_inline_markup(_render_links(_SEP.join(parts), None), br=br))
     out = text.split(_SEP)
     if len(out) != len(parts):
         out = [_finish(_inline_markup(_render_links(p, None), br=br)).replace(_SEP, " ") for p in parts]
-    elif "\n" not in text and ",," not in text and ", ," not in text and ".," not in text:
-        # No fragment holds what _flatten rewrites (text is the fragments joined by a separator that
-        # none of these strings can span): only its final strips remain, mapped in C.
-        return list(map(str.strip, map(str.strip, map(str.strip, out), repeat(","))))
     return [_flatten(o) for o in out]
 
 
@@ -1258,7 +1198,7 @@ def _paragraphs(text: str) -> str:
     """Rendered lines -> paragraphs joined by newlines; each list item a line ending in a period."""
     out: list[str] = []
     para: list[str] = []
-    for s in map(str.strip, text.split("\n")):  # lines stripped in C (two thirds of them are blank)
+    for s in map(str.strip, text.split("\n")):
         if not s:
             if para:
                 out.append(" ".join(para))
@@ -1269,7 +1209,7 @@ def _paragraphs(text: str) -> str:
             if para:
                 out.append(" ".join(para))
                 para = []
-            rest = s.lstrip("*#:;")  # after the list marks (a str method, not a regex match)
+            rest = s.lstrip("*#:;")  # after the list marks
             item = rest.strip()
             if ";" in s[: len(s) - len(rest)] and ":" in item:
                 term, _, definition = item.partition(":")
@@ -1281,7 +1221,7 @@ def _paragraphs(text: str) -> str:
             if not item.endswith(_LINE_END):
                 item += "."
             out.append(item)
-        elif first == "-" and s.startswith("----"):
+        elif s.startswith("----"):
             continue
         else:
             para.append(s)
@@ -1296,8 +1236,8 @@ def _render_sections(raws: list[str], sink: _LinkSink) -> list[str]:
     for i, raw in enumerate(raws):
         sink.section_index = i
         rendered.append(_render_links(raw, sink))
-    joined = _SECTION_SEP.join(rendered)
-    text = _finish(_inline_markup(joined, br=" "))
+    # One batch, as in _inline_many.
+    text = _finish(_inline_markup(_SECTION_SEP.join(rendered), br=" "))
     parts = text.split(_SEP)
     if len(parts) != len(rendered):
         parts = [_finish(_inline_markup(r, br=" ")).replace(_SEP, " ") for r in rendered]
@@ -1307,7 +1247,9 @@ def _render_sections(raws: list[str], sink: _LinkSink) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Sections and the public API
 
-_HEADING = re.compile(r"\n(?==)[^\n]*")  # a one-character literal prefix (see _TABLE_OPEN)
+# Searched from the "\n" before the line, a literal the regex engine scans for ("^" with MULTILINE gives
+# it none, and the pattern is tried at every offset); the first line is checked on its own.
+_HEADING = re.compile(r"\n=[^\n]*")
 _REDIRECT = re.compile(r"\s*#\s*redirect\s*:?\s*\[\[([^\[\]|\n]*)", re.IGNORECASE)
 
 
@@ -1336,8 +1278,7 @@ def _split_sections(text: str) -> list[tuple[int, str, int, int]]:
     """``[(level, raw heading, body start, body end)]``; the lead has level 1 and heading ""."""
     out: list[tuple[int, str, int, int]] = []
     level, heading, start = 1, "", 0
-    # A heading is a line starting with "="; the search looks for "\n=" (a fast literal
-    # prefix), so the first line is checked on its own.
+    # A heading is a line starting and ending with "=".
     first = [(0, text.find("\n") if "\n" in text else len(text))] if text[:1] == "=" else []
     lines = first + [(m.start() + 1, m.end()) for m in _HEADING.finditer(text)]
     for line_start, line_end in lines:
@@ -1356,8 +1297,8 @@ def _split_sections(text: str) -> list[tuple[int, str, int, int]]:
     return out
 
 
-# Matched from the "\n" before the line: a literal prefix the regex engine finds fast, where
-# ``^`` with MULTILINE and IGNORECASE tried every line (measured: 6x slower, ~2% of ingest CPU).
+# Matched from the "\n" before the line, for the reason given at _HEADING; letter classes, not IGNORECASE,
+# which would also match the long s "\u017f" for "s".
 _SEE_ALSO_HEADING = re.compile(r"\n=+[ \t]*[sS][eE][eE][ \t]+[aA][lL][sS][oO][ \t]*:?[ \t]*=+[ \t]*(?=\n|$)")
 
 

@@ -8,6 +8,7 @@ only for the entities that the local index lacks.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 import backends
 from indexer.store import Store
 from retriever.entities import Mention, find_mentions, missing_entities
-from retriever.fusion import DEFAULT_WEIGHTS, RRF_K, FusedPage, fuse
-from wikiground.errors import ConfigError, IndexMissingError
-from wikiground.layout import BUILT_CHANNELS, CHANNELS, PARAMS_FILE
+from retriever.fusion import DEFAULT_WEIGHTS, RRF_K, FusedPage, check_weights, fuse
+from wikiground.errors import ConfigError, IndexMissingError, QueryError
+from wikiground.layout import BUILT_CHANNELS, CHANNELS, LIVE_PASSAGE_ID_BASE, MANIFEST_FILE, PARAMS_FILE
 from wikiground.records import Evidence, Hit
+from wikiground.text import clean_surrogates
 
 if TYPE_CHECKING:
     from fallback.live import LiveFallback
@@ -32,13 +34,39 @@ log = logging.getLogger(__name__)
 STATUS_OK = "ok"
 STATUS_NO_EVIDENCE = "no_evidence"
 STATUS_EMPTY_QUERY = "empty_query"
+STATUS_ERROR = "error"  # a batch line whose claim failed; its "error" key says why
+MAX_K = 1000  # evidence items per query: deeper lists cost memory and time in every channel for no use
+
+
+class _NoId:
+    """The default of ``to_dict``'s ``id``: no id key at all (``None`` is a real id, written as null)."""
+
+    def __repr__(self) -> str:
+        return "NO_ID"
+
+
+NO_ID: Any = _NoId()
 
 
 def output_line(id: Any, query: str, status: str, evidence: Sequence[Evidence]) -> dict[str, Any]:
-    """The head every output line shares: ``{id, query, status, evidence: [...]}`` (id omitted when None)."""
-    d: dict[str, Any] = {} if id is None else {"id": id}
+    """The head every output line shares: ``{id, query, status, evidence: [...]}`` (id omitted when NO_ID)."""
+    d: dict[str, Any] = {} if id is NO_ID else {"id": id}
     d.update(query=query, status=status, evidence=[e.to_dict() for e in evidence])
     return d
+
+
+def error_line(id: Any, query: str, message: str) -> dict[str, Any]:
+    """The output line of a claim that failed: ``status: error`` and the ``error`` message, no evidence."""
+    d = output_line(id, query, STATUS_ERROR, ())
+    d["error"] = message
+    return d
+
+
+def check_k(k: Any, *, what: str = "k") -> int:
+    """``k`` as an int in 1..MAX_K, else a QueryError that says the bounds."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise QueryError(f"{what} must be a whole number from 1 to {MAX_K}, got {k!r}")
+    return k
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +77,7 @@ class SearchResult:
     mentions: tuple[Mention, ...] = ()
     stats: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_dict(self, id: Any = None) -> dict[str, Any]:
+    def to_dict(self, id: Any = NO_ID) -> dict[str, Any]:
         d = output_line(id, self.query, self.status, self.evidence)
         d["entities"] = [
             {
@@ -76,9 +104,38 @@ def parse_channels(spec: str | Sequence[str] | None) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(items))
 
 
-def available_channels(index_dir: Path) -> tuple[str, ...]:
+def available_channels(index_dir: Path, wanted: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The channels built in ``index_dir`` (each with its params.json), plus ``title``.
+
+    A channel the manifest lists as built whose folder is gone is reported: with ``wanted`` naming it,
+    :class:`IndexMissingError`; otherwise a warning, and the other channels serve.
+    """
     have = [c for c in BUILT_CHANNELS if (index_dir / c / PARAMS_FILE).is_file()]
+    lost = [c for c in _manifest_channels(index_dir) if c not in have]
+    named = [c for c in lost if wanted is not None and c in wanted]
+    if named:
+        raise IndexMissingError(
+            f"{index_dir}: the manifest lists the {', '.join(named)} index but {', '.join(named)}/ is missing or "
+            f"incomplete; rebuild it with `python -m indexer build --dump DUMP --out {index_dir}`"
+        )
+    if lost:
+        log.warning(
+            "%s: the manifest lists the %s index but its folder is missing or incomplete; searching without it",
+            index_dir,
+            ", ".join(lost),
+        )
     return (*have, "title")
+
+
+def _manifest_channels(index_dir: Path) -> list[str]:
+    import json
+
+    try:
+        manifest = json.loads((index_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
+        built = manifest.get("indexes") or {}
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return []  # Store.open reports an unreadable manifest
+    return [c for c in BUILT_CHANNELS if c in built]
 
 
 class Retriever:
@@ -102,7 +159,7 @@ class Retriever:
         self.store = store
         self.index_dir = index_dir
         self.channels = tuple(channels)
-        self.weights = {**DEFAULT_WEIGHTS, **(weights or {})}
+        self.weights = check_weights({**DEFAULT_WEIGHTS, **(weights or {})})
         self.fusion = fusion
         self.rrf_k = rrf_k
         self.depth = depth
@@ -111,6 +168,7 @@ class Retriever:
         self.ingest_live = ingest_live
         self.live_bridges = live_bridges
         self._backends: dict[str, Any] = {}
+        self._load_lock = threading.Lock()
         self._executor: Any | None = None
 
     # -- opening -----------------------------------------------------------------------------
@@ -142,18 +200,7 @@ class Retriever:
         if settings is not None:
             fallback = None  # built below from the settings, with on_the_fly
         d = Path(index_dir)
-        store = Store.open(d)
-        have = available_channels(d)
-        wanted = parse_channels(channels)
-        if wanted is None:
-            wanted = have
-        missing = [c for c in wanted if c not in have]
-        if missing:
-            store.close()
-            raise IndexMissingError(
-                f"{d}: no {', '.join(missing)} index; build it with "
-                f"`python -m indexer build --dump DUMP --out {d} --indexes {','.join(missing)}`"
-            )
+        store, wanted = _open_store(d, channels)
         retriever = cls(
             store,
             index_dir=d,
@@ -168,29 +215,29 @@ class Retriever:
             live_bridges=live_bridges,
         )
         if on_the_fly and fallback is None:
-            from fallback.live import open_fallback
-
-            scorer, threshold = default_live_scorer(retriever)
             try:
-                retriever.fallback = open_fallback(
-                    settings,
-                    http_client=http_client,
-                    scorer=scorer,
-                    min_relevance=threshold,
-                    planner=default_live_planner(retriever),
-                )
+                retriever.fallback = _open_live(retriever, settings, http_client)
             except Exception:
                 store.close()
                 raise
         return retriever
 
     def backend(self, name: str) -> Any:
+        """The channel's backend, loaded on first use from the build this retriever's store belongs to.
+
+        A rebuild of the folder after :meth:`open` makes a not yet loaded channel raise
+        :class:`~wikiground.errors.IndexChangedError` (reopen). Channels already loaded keep answering from the
+        generation they were opened on (their open files outlive the swap) until the retriever is reopened.
+        """
         b = self._backends.get(name)
         if b is None:
             if name != "title" and self.index_dir is None:
                 raise IndexMissingError(f"no index folder for channel {name}")
-            b = backends.load(name, self.index_dir or Path(), store=self.store)
-            self._backends[name] = b
+            with self._load_lock:
+                b = self._backends.get(name)
+                if b is None:
+                    b = backends.load(name, self.index_dir or Path(), store=self.store)
+                    self._backends[name] = b
         return b
 
     def warm_up(self) -> None:
@@ -227,6 +274,7 @@ class Retriever:
         The backends spend their time outside the GIL (Lucene, onnxruntime, DuckDB, scipy), so one thread
         per channel brings a query's latency down to about that of its slowest channel.
         """
+        query = clean_surrogates(query)  # Lucene and the tokenizers refuse lone surrogates
         chans = list(channels or self.channels)
         for c in chans:
             self.backend(c)  # load in this thread: the JVM and the model are not loaded concurrently
@@ -234,7 +282,7 @@ class Retriever:
         def run(c: str) -> tuple[str, list[Hit], float]:
             t0 = time.perf_counter()
             b = self.backend(c)
-            if c == "title":
+            if isinstance(b, backends.EntityBackend):
                 ms = b.mentions(query)
                 if mentions_out is not None:
                     mentions_out.extend(ms)
@@ -270,8 +318,12 @@ class Retriever:
         on_the_fly: bool | None = None,
         passages: bool = False,
     ) -> SearchResult:
-        """Top-k evidence for a claim: pages (each by its best passage), or top-k passages with ``passages``."""
-        claim = claim if isinstance(claim, str) else str(claim)
+        """Top-k evidence for a claim: pages (each by its best passage), or top-k passages with ``passages``.
+
+        ``k`` is 1..MAX_K (QueryError otherwise); lone surrogates in the claim become U+FFFD.
+        """
+        claim = clean_surrogates(claim if isinstance(claim, str) else str(claim))
+        check_k(k)
         t0 = time.perf_counter()
         if not claim.strip():
             return SearchResult(claim, STATUS_EMPTY_QUERY, (), (), {"timings_ms": {}})
@@ -333,6 +385,7 @@ class Retriever:
             evidence = _interleave(evidence, list(live.evidence), k)
         if live is not None:
             stats.update({"requests": live.requests, "cache_hits": live.cache_hits, "attempts": live.attempts})
+            stats["live_status"] = live.live_status  # ok, deadline_exceeded or circuit_open
             if self.ingest_live and live.pages and self.index_dir is not None:
                 from fallback.delta import write_live_pages
 
@@ -353,11 +406,16 @@ class Retriever:
         else:
             items = [(page.best, page.ranks, [p.passage_id for p in page.passages[1:4]]) for page in pages[:k]]
         rows = self.store.passages_with_pages(p.passage_id for p, _, _ in items)
+        # Pages ingested live (the delta) keep their origin and fetch time.
+        fetched = self.store.live_fetch_times(
+            row[1].page_id for pid, row in rows.items() if pid >= LIVE_PASSAGE_ID_BASE
+        )
         out: list[Evidence] = []
         for fp, ranks, more in items:
             if fp.passage_id not in rows:
                 continue
             psg, page, sentence_ids = rows[fp.passage_id]
+            live = psg.passage_id >= LIVE_PASSAGE_ID_BASE and page.page_id in fetched
             extra: dict[str, Any] = {"sentence_ids": sentence_ids}
             if more:
                 extra["more_passages"] = more
@@ -373,12 +431,46 @@ class Retriever:
                     ranks=dict(ranks),
                     url=page.url,
                     rev_id=page.rev_id,
-                    origin="local",
+                    origin="live" if live else "local",
                     retrieved_for_entity=fp.matched,
+                    fetched_at=fetched.get(page.page_id) if live else None,
                     extra=extra,
                 )
             )
         return out
+
+
+def _open_store(d: Path, channels: str | Sequence[str] | None) -> tuple[Store, tuple[str, ...]]:
+    """The store of ``d`` and the channels to search: those asked for, which must all be built, or every one."""
+    store = Store.open(d)
+    try:
+        wanted = parse_channels(channels)
+        have = available_channels(d, wanted)
+        if wanted is None:
+            wanted = have
+        missing = [c for c in wanted if c not in have]
+        if missing:
+            raise IndexMissingError(
+                f"{d}: no {', '.join(missing)} index; build it with "
+                f"`python -m indexer build --dump DUMP --out {d} --indexes {','.join(missing)}`"
+            )
+    except BaseException:
+        store.close()
+        raise
+    return store, wanted
+
+
+def _open_live(retriever: Retriever, settings: FallbackSettings | None, http_client: Any | None) -> Any:
+    from fallback.live import open_fallback
+
+    scorer, threshold = default_live_scorer(retriever)
+    return open_fallback(
+        settings,
+        http_client=http_client,
+        scorer=scorer,
+        min_relevance=threshold,
+        planner=default_live_planner(retriever),
+    )
 
 
 _LEGACY_FALLBACK_KEYWORDS = ("api_url", "contact", "cache_dir", "cache_mode", "rate")

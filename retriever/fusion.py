@@ -7,9 +7,13 @@ other passages stay attached as further evidence.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from wikiground.errors import ConfigError
+from wikiground.layout import CHANNELS
 from wikiground.records import Hit
 
 RRF_K = 60
@@ -18,6 +22,23 @@ RRF_K = 60
 # duplicates BM25). With these, fused recall@5 is above every channel alone on both sets.
 DEFAULT_WEIGHTS: Mapping[str, float] = {"title": 1.0, "dense": 1.0, "bm25": 1.0, "tfidf": 0.3}
 FUSION_METHODS = ("rrf", "score")
+
+
+MAX_WEIGHT = 1000.0  # a channel weight beyond this drowns the others: a typo, not a choice
+
+
+def check_weights(weights: Mapping[str, float] | None) -> dict[str, float]:
+    """Channel weights checked: known channels, finite numbers from 0 to MAX_WEIGHT; else ConfigError."""
+    out: dict[str, float] = {}
+    for name, value in (weights or {}).items():
+        if name not in CHANNELS:
+            raise ConfigError(f"weights: unknown channel {name!r}; choose from {', '.join(CHANNELS)}")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ConfigError(f"weights: {name} must be a number, got {value!r}")
+        if not math.isfinite(value) or not 0 <= value <= MAX_WEIGHT:
+            raise ConfigError(f"weights: {name} must be a finite number from 0 to {MAX_WEIGHT:g}, got {value!r}")
+        out[name] = float(value)
+    return out
 
 
 @dataclass(slots=True)
@@ -59,7 +80,7 @@ def fuse(
         raise ValueError(f"unknown fusion method {method!r}; choose one of {', '.join(FUSION_METHODS)}")
     w = dict(DEFAULT_WEIGHTS)
     if weights:
-        w.update(weights)
+        w.update(check_weights(weights))
 
     passages: dict[int, FusedPassage] = {}
     page_score: dict[int, float] = {}

@@ -9,15 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from wikiground.errors import QueryError, WikigroundError
+from wikiground.errors import ConfigError, QueryError, WikigroundError
+from wikiground.text import clean_surrogates
 
 log = logging.getLogger("retriever.query")
+
+MAX_HOPS = 10  # multi-hop iterations: each hop runs up to a dozen searches
 
 
 def _fallback_settings(args: argparse.Namespace) -> Any:
@@ -25,43 +28,84 @@ def _fallback_settings(args: argparse.Namespace) -> Any:
     from fallback.settings import FallbackSettings
 
     return FallbackSettings.from_env(
-        api_url=args.api_url, contact=args.contact, cache_dir=args.cache, cache_mode=args.cache_mode, rate=args.rate
+        api_url=args.api_url,
+        contact=args.contact,
+        cache_dir=args.cache,
+        cache_mode=args.cache_mode,
+        rate=args.rate,
+        live_deadline=args.live_deadline,
     )
 
 
 def _parse_weights(spec: str | None) -> dict[str, float] | None:
+    """``title=1.5,dense=1`` -> weights, checked (known channels, finite, 0..MAX_WEIGHT)."""
+    from retriever.fusion import check_weights
+
     if not spec:
         return None
     out: dict[str, float] = {}
     for part in spec.split(","):
-        name, _, val = part.partition("=")
+        name, eq, val = part.partition("=")
         try:
             out[name.strip()] = float(val)
         except ValueError as exc:
             raise QueryError(f"--weights: expected name=number pairs, got {part!r}") from exc
-    return out
+        if not eq:
+            raise QueryError(f"--weights: expected name=number pairs, got {part!r}")
+    try:
+        return check_weights(out)
+    except ConfigError as exc:
+        raise QueryError(f"--{exc}") from exc
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
 
 
 def read_queries(path: Path) -> Iterator[tuple[Any, str]]:
-    """(id, text) per line of a JSONL file; the text is ``claim`` or ``question``."""
+    """(id, text) per line of a JSONL file; the text is ``claim`` or ``question``, lone surrogates made U+FFFD.
+
+    The id is the line's ``id`` as given (``null`` included), or the line number when the line has none.
+    A line that is not such an object is a QueryError naming ``file:line``.
+    """
     try:
-        fh = path.open(encoding="utf-8")
+        fh = path.open("rb")
     except OSError as exc:
         raise QueryError(f"{path}: cannot read queries: {exc.strerror or exc}") from exc
     with fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise QueryError(f"{path}:{lineno}: not JSON: {exc}") from exc
-            if not isinstance(obj, dict):
-                raise QueryError(f"{path}:{lineno}: expected an object with 'claim' or 'question'")
-            text = obj.get("claim", obj.get("question"))
-            if not isinstance(text, str):
-                raise QueryError(f"{path}:{lineno}: no 'claim' or 'question' string (keys: {', '.join(obj)})")
-            yield obj.get("id", lineno), text
+        lineno = 0
+        try:
+            for lineno, raw in enumerate(fh, 1):  # noqa: B007 - read after the loop on a read error
+                if raw.strip():
+                    yield _query_of(path, lineno, raw)
+        except OSError as exc:
+            raise QueryError(f"{path}:{lineno + 1}: cannot read queries: {exc.strerror or exc}") from exc
+
+
+def _query_of(path: Path, lineno: int, raw: bytes) -> tuple[Any, str]:
+    try:
+        line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise QueryError(f"{path}:{lineno}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    try:
+        obj = json.loads(line, parse_constant=_no_constants, parse_float=_finite)
+    except (ValueError, RecursionError) as exc:
+        detail = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise QueryError(f"{path}:{lineno}: not JSON: {detail}") from exc
+    if not isinstance(obj, dict):
+        raise QueryError(f"{path}:{lineno}: expected an object with 'claim' or 'question'")
+    text = obj.get("claim", obj.get("question"))
+    if not isinstance(text, str):
+        keys = clean_surrogates(", ".join(obj))
+        raise QueryError(f"{path}:{lineno}: no 'claim' or 'question' string (keys: {keys})")
+    return (obj["id"] if "id" in obj else lineno), clean_surrogates(text)
 
 
 def _table(result: dict[str, Any], out: TextIO) -> None:
@@ -88,13 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m retriever.query", description=__doc__.split("\n")[0])
     p.add_argument("claim", nargs="?", help="claim or question text")
     p.add_argument("--index", required=True, type=Path, help="index folder built by `python -m indexer build`")
-    p.add_argument("--k", type=int, default=10, help="evidence items to return (default 10)")
+    p.add_argument("--k", type=int, default=10, help="evidence items to return, 1 to 1000 (default 10)")
     p.add_argument(
         "--indexes", default="all", help="channels: comma list of bm25,dense,tfidf,title (default: all built)"
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--queries", type=Path, help="JSONL file of {id, claim} or {id, question}")
-    p.add_argument("--out", type=Path, help="JSONL output for --queries (default: stdout)")
+    p.add_argument("--out", type=Path, help="JSONL output for --queries (default: stdout); replaced when complete")
+    p.add_argument(
+        "--resume", action="store_true", help="continue a batch into --out that was cut off (keeps its answers)"
+    )
     p.add_argument(
         "--fusion", choices=("rrf", "score"), default="rrf", help="reciprocal rank fusion (default) or weighted scores"
     )
@@ -103,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--multihop", action="store_true", help="iterative multi-hop retrieval (entity, semantic and attribute queries)"
     )
-    p.add_argument("--hops", type=int, default=None, help="multi-hop iterations (default 3)")
+    p.add_argument("--hops", type=int, default=None, help=f"multi-hop iterations, 1 to {MAX_HOPS} (default 3)")
     g = p.add_argument_group("live Wikipedia fallback (only for entities the local index lacks)")
     g.add_argument("--on-the-fly", action="store_true", help="ask the live MediaWiki API for missing entities")
     g.add_argument("--api-url", help="MediaWiki api.php URL (default English Wikipedia)")
@@ -114,7 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--cache-mode", choices=("record", "replay", "off"), help="record (default when live), replay (no network), off"
     )
-    g.add_argument("--rate", type=float, help="requests per second (default 1)")
+    g.add_argument("--rate", type=float, help="requests per second (default 1, at least 0.01)")
+    g.add_argument(
+        "--live-deadline",
+        type=float,
+        metavar="SECONDS",
+        help="all of one claim's live lookups end by this, retries and waits included "
+        "(default 30; or WIKIGROUND_LIVE_DEADLINE)",
+    )
     g.add_argument("--ingest-live", action="store_true", help="write pages fetched live into the index's delta store")
     g.add_argument(
         "--live-bridges",
@@ -144,74 +198,69 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _run(args: argparse.Namespace) -> int:
-    from retriever.api import Retriever
+def _check_args(args: argparse.Namespace) -> None:
+    from retriever.api import check_k
 
     if args.claim is None and args.queries is None:
         raise QueryError("give a claim, or --queries FILE.jsonl")
-    if args.k <= 0:
-        raise QueryError("--k must be positive")
+    check_k(args.k, what="--k")
+    if args.hops is not None and not 1 <= args.hops <= MAX_HOPS:
+        raise QueryError(f"--hops must be a whole number from 1 to {MAX_HOPS}, got {args.hops}")
+    if args.hops is not None and not args.multihop:
+        raise QueryError("--hops works with --multihop")
     if args.live_bridges and not args.on_the_fly:
         raise QueryError("--live-bridges works with --on-the-fly")
+    if args.resume and (args.queries is None or args.out is None):
+        raise QueryError("--resume works with --queries and --out")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from retriever.api import Retriever
+
+    _check_args(args)
+    weights = _parse_weights(args.weights)
+    queries = list(read_queries(args.queries)) if args.queries is not None else []
     retriever = Retriever.open(
         args.index,
         channels=args.indexes,
-        weights=_parse_weights(args.weights),
+        weights=weights,
         fusion=args.fusion,
         on_the_fly=args.on_the_fly,
         fallback=_fallback_settings(args) if args.on_the_fly else None,
         ingest_live=args.ingest_live,
         live_bridges=args.live_bridges,
     )
-    multihop = None
-    if args.multihop:
-        from retriever.multihop import MultiHopParams, MultiHopRetriever
-
-        params = MultiHopParams(final_k=args.k, **({"hops": args.hops} if args.hops else {}))
-        multihop = MultiHopRetriever(retriever, params=params)
-
-    def answer(text: str, id_: Any = None) -> dict[str, Any]:
-        if multihop is not None:
-            return multihop.search(text).to_dict(id_)
-        return retriever.search(text, args.k, passages=args.passages).to_dict(id_)
-
     with retriever:
+        answer = _answerer(args, retriever)
         if args.queries is None:
-            result = answer(args.claim)
+            result = answer(clean_surrogates(args.claim))
             if args.json:
-                json.dump(result, sys.stdout, ensure_ascii=False, indent=2)
-                sys.stdout.write("\n")
+                from retriever.batch import json_line
+
+                sys.stdout.write(json_line(result, indent=2))
             else:
                 _table(result, sys.stdout)
-                if multihop is not None:
+                if args.multihop:
                     from retriever.multihop.render import write_hops
 
                     write_hops(result, sys.stdout)
             return 0
-        queries = list(read_queries(args.queries))
-        out = args.out.open("w", encoding="utf-8") if args.out else sys.stdout
-        t0 = time.perf_counter()
-        requests = cache_hits = 0
-        try:
-            from tqdm import tqdm
+        from retriever.batch import BatchRunner
 
-            bar = tqdm(
-                queries, unit="q", disable=args.quiet or not sys.stderr.isatty() and args.out is None, file=sys.stderr
-            )
-            for id_, text in bar:
-                res = answer(text, id_)
-                requests += res.get("requests", 0)
-                cache_hits += res.get("cache_hits", 0)
-                out.write(json.dumps(res, ensure_ascii=False) + "\n")
-        finally:
-            if args.out:
-                out.close()
-        dt = time.perf_counter() - t0
-        msg = f"{len(queries)} queries in {dt:.1f} s ({len(queries) / dt if dt else 0:.1f}/s)"
-        if args.on_the_fly:
-            msg += f"; live requests {requests}, served from cache {cache_hits}"
-        print(msg, file=sys.stderr)
-    return 0
+        return BatchRunner(answer, queries, args.out, resume=args.resume, quiet=args.quiet).run(args.on_the_fly)
+
+
+def _answerer(args: argparse.Namespace, retriever: Any) -> Callable[..., dict[str, Any]]:
+    """``answer(text, id=NO_ID)`` -> the output line of one claim, from the retriever or the multi-hop pipeline."""
+    from retriever.api import NO_ID
+    from retriever.batch import answer_claim
+
+    def answer(text: str, id_: Any = NO_ID) -> dict[str, Any]:
+        return answer_claim(
+            retriever, text, k=args.k, multihop=args.multihop, hops=args.hops, passages=args.passages, id=id_
+        )
+
+    return answer
 
 
 if __name__ == "__main__":

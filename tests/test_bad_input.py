@@ -267,3 +267,81 @@ def test_script_without_main_guard_is_told_why_its_workers_died(tmp_path):
     assert proc.returncode != 0
     assert "BrokenProcessPool" in proc.stderr and 'if __name__ == "__main__":' in proc.stderr
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+# Compressed byte offsets of the bz2 blocks of the gensim dump (each holds the 48-bit block magic 0x314159265359
+# at some bit of that byte; checked in the test).
+GENSIM_BLOCKS = [4, 244311, 487459, 744883, 993881, 1251107, 1502075]
+
+
+def _has_block_magic(data: bytes, at: int) -> bool:
+    window = int.from_bytes(data[at : at + 7], "big")
+    return any((window >> (8 - shift)) & ((1 << 48) - 1) == 0x314159265359 for shift in range(8))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_corrupt_bz2_is_reported_at_its_block_when_reached(tmp_path, workers):
+    """It was reported at the end of what had been read (the whole file with a worker pool)."""
+    from indexer.readers import InputReader, XmlChunk
+
+    data = bytearray(GENSIM_DUMP.read_bytes())
+    assert all(_has_block_magic(data, b) for b in GENSIM_BLOCKS)
+    at = (GENSIM_BLOCKS[3] + GENSIM_BLOCKS[4]) // 2
+    data[at : at + 64] = bytes(64)
+    src = tmp_path / "bad.xml.bz2"
+    src.write_bytes(bytes(data))
+    with pytest.raises(InputError) as info:
+        build_index([src], tmp_path / "out", indexes=(), workers=workers)
+    err = info.value
+    assert err.where == f"bz2 block at byte {GENSIM_BLOCKS[3]} of {len(data)} (compressed)"
+    assert "corrupt compressed data" in str(err)
+    # Reached in order: the pages of the blocks before it come out first.
+    reader, chunks = InputReader(src), 0
+    with pytest.raises(InputError, match=f"block at byte {GENSIM_BLOCKS[3]} "):
+        for item in reader.items(chunk_bytes=1 << 18):
+            chunks += isinstance(item, XmlChunk)
+    assert chunks >= 3
+
+
+def test_corrupt_second_stream_of_a_multistream_group_names_its_block(tmp_path, xml):
+    from indexer.readers import decompress_group
+
+    first, second = bz2.compress(xml[:100_000].encode()), bytearray(bz2.compress(xml[100_000:300_000].encode()))
+    second[len(second) // 2] ^= 0xFF
+    group = first + bytes(second)
+    with pytest.raises(InputError) as info:
+        decompress_group("multi.xml.bz2", 1000, group, 5000)
+    assert info.value.where == f"bz2 block at byte {1000 + len(first) + 4} of 5000 (compressed)"
+    assert decompress_group("multi.xml.bz2", 0, first, len(first)) == xml[:100_000].encode()
+
+
+_PEAK_RSS = """
+import resource, sys
+from pathlib import Path
+from indexer.readers import InputReader
+from wikiground.errors import InputError
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    for _ in InputReader(Path(sys.argv[1])):
+        pass
+except InputError as exc:
+    print(exc.where)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+@pytest.mark.parametrize("first", ['{"title": "Cut short", "sentences": ["It ends', '{"title": Unquoted}'])
+def test_jsonl_with_a_bad_first_line_fails_at_once_in_bounded_memory(tmp_path, shared_data, first):
+    """A 200 MB JSONL with a bad first line was read whole into memory (about 2.3x its size) before the error."""
+    corpus = (shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl").read_bytes()
+    src = tmp_path / "big.jsonl"
+    with src.open("wb") as fh:
+        fh.write(first.encode() + b"\n")
+        for _ in range(120 * 1024 * 1024 // len(corpus) + 1):
+            fh.write(corpus)
+    assert src.stat().st_size > 120 * 1024 * 1024
+    p = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(src)], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    where, grown_mb = p.stdout.split("\n")[:2]
+    assert where == "line 1"
+    assert int(grown_mb) < 40, f"peak RSS grew by {grown_mb} MB"

@@ -51,3 +51,31 @@ def test_subcommands_are_the_module_commands(tmp_path):
     assert json.loads(answer.stdout)["evidence"][0]["title"] == "Pretoria"
     helped = _run("embed", "--help")
     assert helped.returncode == 0 and "--assemble" in helped.stdout
+
+
+def test_query_options_are_bounded(gensim_store, capsys):
+    """`--k 1000000000` gave a Java error and `--weights title=nan` was accepted: both are refused, clearly."""
+    import pytest
+
+    from retriever.api import Retriever
+    from retriever.query import main
+    from wikiground.errors import QueryError
+
+    bad = [
+        (["--k", "1000000000"], "--k must be a whole number from 1 to 1000"),
+        (["--k", "0"], "--k must be a whole number from 1 to 1000"),
+        (["--weights", "title=nan"], "title must be a finite number"),
+        (["--weights", "title=inf"], "title must be a finite number"),
+        (["--weights", "bm25=-1"], "bm25 must be a finite number from 0"),
+        (["--weights", "nosuch=1"], "unknown channel 'nosuch'"),
+        (["--weights", "title"], "expected name=number pairs"),
+        (["--multihop", "--hops", "0"], "--hops must be a whole number from 1 to 10"),
+        (["--multihop", "--hops", "11"], "--hops must be a whole number from 1 to 10"),
+    ]
+    for args, message in bad:
+        assert main(["--index", str(gensim_store), *args, "Aristotle"]) == 2, args
+        assert message in capsys.readouterr().err, args
+    assert main(["--index", str(gensim_store), "--k", "1000", "--weights", "title=0", "--json", "Aristotle"]) == 0
+    with Retriever.open(gensim_store) as r:
+        with pytest.raises(QueryError, match="from 1 to 1000"):
+            r.search("Aristotle", 10**9)

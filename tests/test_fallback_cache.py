@@ -9,11 +9,12 @@ import pytest
 
 from fallback.cache import ResponseCache, request_key
 from fallback.client import WikiApi
-from fallback.delta import LIVE_PASSAGE_ID_BASE, delta_path, write_live_pages
+from fallback.delta import LIVE_PASSAGE_ID_BASE, write_live_pages
 from fallback.live import STATUS_FAILED, LiveFallback, open_fallback
+from indexer.store import open_delta
 from tests.support.clock import FakeClock
 from tests.support.fakewiki import FakeWiki, pages_from_vital
-from wikiground.errors import ApiError, CacheMissError, RetryExhaustedError
+from wikiground.errors import ApiError, CacheMissError, ConfigError, RetryExhaustedError
 
 CONTACT = "tests@example.org"
 CLAIMS = [
@@ -137,7 +138,7 @@ def test_errors_are_never_cached(corpus, tmp_path):
         n = len(wiki.requests)
         api.intros(["Aristotle"])
         assert len(wiki.requests) == n and api.cache_hits == 1
-    entry = json.loads(next(tmp_path.rglob("*.json")).read_text())
+    entry = json.loads(next(tmp_path.glob("*/*.json")).read_text())
     assert entry["status"] == 200 and entry["fetched_at"].endswith("Z")
     assert entry["rev_ids"] == [corpus["Aristotle"].revid]
     assert not list(tmp_path.rglob(".tmp-*"))
@@ -152,8 +153,6 @@ def test_key_ignores_volatile_params_only():
 
 
 def test_delta_store_ingest_is_idempotent(corpus, tmp_path):
-    import duckdb
-
     with FakeWiki(corpus) as wiki:
         fb = open_fallback(
             api_url=wiki.api_url, contact=CONTACT, cache_mode="off", rate=1000, clock=FakeClock(), env={}
@@ -162,7 +161,7 @@ def test_delta_store_ingest_is_idempotent(corpus, tmp_path):
     assert result.pages
     assert write_live_pages(tmp_path, result.pages) == len({p.pageid for p in result.pages})
     assert write_live_pages(tmp_path, result.pages) == 0
-    con = duckdb.connect(str(delta_path(tmp_path)), read_only=True)
+    con, _ = open_delta(tmp_path)  # the segments of delta/, merged
     try:
         rows = con.execute("SELECT page_id, title, origin, rev_id, url, rev_timestamp FROM pages").fetchall()
         assert len(rows) == len(result.pages) and all(r[2] == "live" for r in rows)
@@ -178,8 +177,6 @@ def test_delta_store_ingest_is_idempotent(corpus, tmp_path):
 def test_delta_store_replaces_a_page_on_a_new_revision(tmp_path):
     from dataclasses import replace
 
-    import duckdb
-
     from fallback.live import LivePage
 
     page = LivePage(
@@ -187,7 +184,7 @@ def test_delta_store_replaces_a_page_on_a_new_revision(tmp_path):
     )
     assert write_live_pages(tmp_path, [page]) == 1
     assert write_live_pages(tmp_path, [replace(page, rev_id=2, intro="New intro.")]) == 1
-    con = duckdb.connect(str(delta_path(tmp_path)), read_only=True)
+    con, _ = open_delta(tmp_path)  # the segments of delta/, merged
     try:
         assert con.execute("SELECT rev_id, lead FROM pages").fetchall() == [(2, "New intro.")]
         assert [t for (t,) in con.execute("SELECT text FROM passages ORDER BY passage_id").fetchall()] == [
@@ -196,3 +193,88 @@ def test_delta_store_replaces_a_page_on_a_new_revision(tmp_path):
         ]
     finally:
         con.close()
+
+
+# -- unusable entries, bad answers, replay without --api-url ------------------------------------------------------
+
+
+def _record_one(wiki: FakeWiki, cache) -> WikiApi:
+    api = WikiApi(api_url=wiki.api_url, contact=CONTACT, cache_dir=cache, rate=1000, clock=FakeClock())
+    assert api.intros(["Aristotle"])["Aristotle"].extract
+    return api
+
+
+@pytest.mark.parametrize("damage", [b"", b"   \n", b'{"key": "\xff\xfe broken', b'{"format": 1, "key": "x"'])
+def test_an_unusable_entry_is_a_miss_refetched_in_record_mode(corpus, tmp_path, damage, caplog):
+    """Invalid UTF-8, an empty file or a cut-short one: never fatal. Record mode asks again and rewrites the entry;
+    replay reports a miss that names the entry."""
+    with FakeWiki(corpus) as wiki:
+        _record_one(wiki, tmp_path)
+        (entry,) = list(tmp_path.glob("*/*.json"))
+        entry.write_bytes(damage)
+        api = _record_one(wiki, tmp_path)
+        assert api.cache_hits == 0 and api.requests == 1 and len(wiki.requests) == 2
+        assert "unusable" in caplog.text and "treated as a miss" in caplog.text
+        assert json.loads(entry.read_text(encoding="utf-8"))["status"] == 200  # rewritten whole
+        api_url = wiki.api_url
+    entry.write_bytes(damage)
+    replay = WikiApi(
+        api_url=api_url, cache_dir=tmp_path, cache_mode="replay", http_client=httpx.Client(transport=NoNetwork())
+    )
+    with pytest.raises(CacheMissError, match="unusable"):
+        replay.intros(["Aristotle"])
+
+
+def test_bad_answers_are_never_written(tmp_path):
+    cache = ResponseCache(tmp_path)
+    key = request_key("https://en.wikipedia.org/w/api.php", {"action": "query", "titles": "A"})
+    assert cache.put(key, status=200, fetched_at="t", body={"error": {"code": "x"}}) is None
+    assert cache.put(key, status=503, fetched_at="t", body={"query": {}}) is None
+    assert cache.put(key, status=200, fetched_at="t", body=["not", "an", "object"]) is None
+    assert len(cache) == 0 and not list(tmp_path.rglob("*"))
+    # An entry whose body is an error (written by hand, or by an older version) is not served either.
+    assert cache.put(key, status=200, fetched_at="t", body={"query": {}}) is not None
+    path = cache.path_for(key)
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    payload["body"] = {"error": {"code": "maxlag"}}
+    path.write_text(json.dumps(payload), encoding="utf-8")
+    assert cache.get(key) is None
+
+
+def test_a_lone_surrogate_in_an_answer_is_cached_and_read_back(tmp_path):
+    """Valid JSON may escape a lone surrogate ("\\ud800"): such an answer is still cached, and read back the same."""
+    raw = b'{"batchcomplete": true, "query": {"pages": [{"pageid": 7, "ns": 0, "title": "X\\ud800", "lastrevid": 3}]}}'
+    mock = httpx.MockTransport(lambda request: httpx.Response(200, content=raw))
+    kw = {"api_url": "https://wiki.test/w/api.php", "cache_dir": tmp_path, "clock": FakeClock(), "rate": 1000}
+    first = WikiApi(contact=CONTACT, http_client=httpx.Client(transport=mock), **kw).call({"action": "query"})
+    again = WikiApi(cache_mode="replay", http_client=httpx.Client(transport=NoNetwork()), **kw).call(
+        {"action": "query"}
+    )
+    assert again.from_cache and again.body == first.body
+    assert again.body["query"]["pages"][0]["title"] == "X\ud800"
+
+
+def test_replay_without_api_url_uses_the_one_host_the_cache_holds(corpus, tmp_path):
+    with FakeWiki(corpus) as wiki:
+        fb = open_fallback(
+            api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, clock=FakeClock(), env={}
+        )
+        recorded = run_all(fb)
+        api_url = wiki.api_url
+    replay = open_fallback(
+        cache_dir=tmp_path, cache_mode="replay", http_client=httpx.Client(transport=NoNetwork()), env={}
+    )
+    assert replay.api.api_url == api_url
+    assert json.dumps(run_all(replay), sort_keys=True) == json.dumps(recorded, sort_keys=True)
+    assert json.loads((tmp_path / "endpoints.json").read_text(encoding="utf-8")) == [api_url]
+    # A cache written before endpoints.json: its entries name the host.
+    (tmp_path / "endpoints.json").unlink()
+    assert ResponseCache(tmp_path).endpoints() == {api_url}
+    # Two hosts: which one is meant is not guessed.
+    other = ResponseCache(tmp_path)
+    other.put(request_key("https://de.wikipedia.org/w/api.php", {"a": "b"}), status=200, fetched_at="t", body={})
+    with pytest.raises(ConfigError, match="--api-url"):
+        open_fallback(cache_dir=tmp_path, cache_mode="replay", env={})
+    # Named, the URL is used as given.
+    named = open_fallback(api_url=api_url, cache_dir=tmp_path, cache_mode="replay", env={})
+    assert named.api.api_url == api_url

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from dataclasses import replace
 
@@ -11,13 +12,20 @@ import pytest
 
 from fallback.client import WikiApi
 from fallback.live import open_fallback
+from fallback.settings import DEFAULT_LIVE_DEADLINE, FallbackSettings
 from retriever import __version__
+from retriever.query import _fallback_settings, build_parser
+from retriever.query import main as query_main
 from tests.support.clock import FakeClock
 from tests.support.fakewiki import FakePage, FakeWiki, pages_from_vital, stable_id
 from wikiground.errors import (
     ApiError,
+    CircuitOpenError,
+    ConfigError,
     ContactRequiredError,
+    DeadlineExceededError,
     ForbiddenHostError,
+    ResponseTooLargeError,
     RetryExhaustedError,
 )
 
@@ -62,6 +70,7 @@ def make_api(wiki: FakeWiki, **kw) -> WikiApi:
     kw.setdefault("rate", 1000.0)
     kw.setdefault("timeout", 2.0)
     kw.setdefault("cache_mode", "off")
+    kw.setdefault("live_deadline", 1000.0)  # the retry policy's fake waits, not the deadline, are under test here
     return WikiApi(api_url=wiki.api_url, contact=CONTACT, **kw)
 
 
@@ -277,8 +286,31 @@ def test_continue_cannot_rewrite_action_or_host():
     assert {r.url.host for r in seen} == {"wiki.test"}
 
 
+class _InFlight(httpx.BaseTransport):
+    """A real HTTP transport that counts the exchanges under way at once, from the request to the end of its body
+    (the server's own count is racy: its handler may still be closing when the next request arrives)."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.now = self.max = 0
+        self.lock = threading.Lock()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        with self.lock:
+            self.now += 1
+            self.max = max(self.max, self.now)
+        try:
+            response = self.inner.handle_request(request)
+            response.read()
+            return response
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
 def test_requests_are_serial_across_threads(wiki, corpus):
-    api = make_api(wiki)
+    counter = _InFlight()
+    api = make_api(wiki, http_client=httpx.Client(transport=counter))
     wiki.add_fault("slow", delay=0.1, times=3)
     titles = list(corpus)[:6]
     threads = [threading.Thread(target=api.resolve, args=([t],)) for t in titles]
@@ -286,7 +318,29 @@ def test_requests_are_serial_across_threads(wiki, corpus):
         t.start()
     for t in threads:
         t.join()
-    assert len(wiki.requests) == 6 and wiki.max_in_flight == 1
+    assert len(wiki.requests) == 6 and counter.max == 1
+
+
+def test_each_thread_counts_its_own_requests(wiki, corpus):
+    """A server answers many claims at once through one client: each claim's request count is its own."""
+    api = make_api(wiki)
+    wiki.add_fault("slow", delay=0.05, times=4)
+    titles = list(corpus)[:8]
+    counts: dict[str, tuple[int, int, int]] = {}
+
+    def claim(title: str, n: int) -> None:
+        start = api.counts_here()
+        for i in range(n):
+            api.resolve([titles[(titles.index(title) + i) % len(titles)]])
+        counts[title] = tuple(b - a for a, b in zip(start, api.counts_here()))
+
+    threads = [threading.Thread(target=claim, args=(t, 1 + i % 3)) for i, t in enumerate(titles)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [counts[t][0] for t in titles] == [1 + i % 3 for i in range(len(titles))]
+    assert sum(c[0] for c in counts.values()) == api.requests == len(wiki.requests)
 
 
 def test_search_with_intros_is_one_request(wiki, corpus):
@@ -336,3 +390,155 @@ def test_categories_of_several_pages_in_one_request(wiki, corpus):
     assert len(wiki.requests) - n == 1
     assert got[first] == got["Redirect one"] == [f"Topic {i}" for i in range(25)]  # redirect followed, hidden not shown
     assert got[second] == list(corpus[second].categories)
+
+
+# -- bounds: deadline, Retry-After cap, circuit breaker, size cap, URLs, options ----------------------------------
+
+
+def test_retry_after_is_capped_and_the_cap_logged(wiki, corpus, caplog):
+    clock = FakeClock()
+    api = make_api(wiki, clock=clock)
+    wiki.add_fault("429", retry_after="299")
+    with caplog.at_level(logging.WARNING, logger="fallback.client"):
+        got = api.resolve([next(iter(corpus))])
+    assert not next(iter(got.values())).missing
+    assert [s for s in clock.sleeps if s >= 1.0] == [30.0]  # not 299
+    assert "asks to wait 299s (Retry-After); capped to 30s" in caplog.text
+
+
+def test_no_wait_past_the_deadline(wiki, corpus):
+    """A retry whose wait ends past the deadline is not waited for: the call gives up at once."""
+    clock = FakeClock()
+    api = make_api(wiki, clock=clock, live_deadline=20.0)
+    wiki.add_fault("429", retry_after="25")
+    with pytest.raises(DeadlineExceededError, match="would pass the live deadline"):
+        api.resolve([next(iter(corpus))])
+    assert len(wiki.requests) == 1 and all(s < 1.0 for s in clock.sleeps)
+    # The slowest allowed rate cannot hold a call past its deadline either: the token is not waited for.
+    slow = make_api(wiki, clock=clock, rate=0.01, live_deadline=10.0)
+    slow.resolve([next(iter(corpus))])
+    n = len(wiki.requests)
+    with pytest.raises(DeadlineExceededError, match="rate 0.01/s"):
+        slow.resolve([list(corpus)[1]])
+    assert len(wiki.requests) == n and all(s < 1.0 for s in clock.sleeps)
+
+
+def test_one_deadline_for_every_call_of_a_claim(wiki, corpus):
+    """Inside ``deadline_scope`` the calls share one deadline: waits spent by the first shorten the second's."""
+    clock = FakeClock()
+    api = make_api(wiki, clock=clock, live_deadline=12.0)
+    wiki.add_fault("503", retry_after="6")
+    with api.deadline_scope():
+        api.resolve([next(iter(corpus))])  # 6 s of its 12 spent waiting
+        wiki.add_fault("503", retry_after="6")
+        with pytest.raises(DeadlineExceededError):
+            api.resolve([list(corpus)[1]])
+    api.resolve([list(corpus)[2]])  # outside the scope: a fresh deadline for the call
+
+
+def _refusing_client(calls: list[httpx.Request]) -> httpx.Client:
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        raise httpx.ConnectError("connection refused", request=request)
+
+    return httpx.Client(transport=httpx.MockTransport(handler))
+
+
+def test_circuit_breaker_opens_after_consecutive_transport_failures(caplog, tmp_path):
+    calls: list[httpx.Request] = []
+    clock = FakeClock()
+    api = WikiApi(
+        api_url="http://127.0.0.1:9/w/api.php",
+        contact=CONTACT,
+        http_client=_refusing_client(calls),
+        clock=clock,
+        rate=1000.0,
+        cache_mode="off",
+        live_deadline=1000.0,
+        breaker_failures=3,
+        breaker_cooldown=60.0,
+    )
+    with caplog.at_level(logging.WARNING, logger="fallback.client"), pytest.raises(CircuitOpenError):
+        api.resolve(["A"])
+    assert len(calls) == 3 and api.breaker_trips == 1
+    assert [m for m in caplog.messages if m.startswith("live fallback off for 60s after 3 consecutive")]
+    with pytest.raises(CircuitOpenError, match="off for another"):
+        api.resolve(["B"])
+    assert len(calls) == 3  # no request while it is open
+    clock.sleep(61)
+    with pytest.raises(CircuitOpenError):
+        api.resolve(["C"])
+    assert len(calls) == 4 and api.breaker_trips == 2  # after the cool-down one try, and it opens again
+
+
+def test_response_size_cap(wiki, corpus):
+    api = make_api(wiki, max_response_bytes=300)
+    with pytest.raises(ResponseTooLargeError, match="cap of 300"):
+        api.intros([next(iter(corpus))])
+    assert len(wiki.requests) == 1  # the same answer would come again: not retried
+
+
+def test_page_urls_must_be_http():
+    pages = [
+        {"pageid": 1, "ns": 0, "title": "A", "fullurl": "javascript:alert(1)", "canonicalurl": "file:///etc/passwd"},
+        {"pageid": 2, "ns": 0, "title": "B", "fullurl": "https://en.wikipedia.org/wiki/B"},
+        {"pageid": 3, "ns": 0, "title": "C", "canonicalurl": "https://en.wikipedia.org/wiki/C\r\nX-Bad: 1"},
+    ]
+    body = {"batchcomplete": True, "query": {"pages": pages}}
+    with httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json=body))) as http:
+        api = WikiApi(
+            api_url="https://wiki.test/w/api.php", contact=CONTACT, http_client=http, clock=FakeClock(), rate=1000.0
+        )
+        got = api.resolve(["A", "B", "C"])
+    assert got["A"].url is None and got["C"].url is None
+    assert got["B"].url == "https://en.wikipedia.org/wiki/B"
+
+
+def test_redirects_to_other_schemes_are_refused():
+    for location in ("file:///etc/passwd", "ftp://wiki.test/w/api.php", "https://wiki.test:444/w/api.php"):
+        response = httpx.Response(302, headers={"Location": location})
+        with httpx.Client(transport=httpx.MockTransport(lambda request, r=response: r)) as http:
+            api = WikiApi(
+                api_url="https://wiki.test/w/api.php", contact=CONTACT, http_client=http, clock=FakeClock(), rate=1000.0
+            )
+            with pytest.raises(ForbiddenHostError):
+                api.resolve(["A"])
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"rate": 0.0001},
+        {"rate": float("nan")},
+        {"rate": float("inf")},
+        {"rate": 0},
+        {"timeout": float("inf")},
+        {"timeout": -1.0},
+        {"live_deadline": 0.0},
+        {"live_deadline": float("nan")},
+        {"max_retry_after": -5.0},
+        {"breaker_failures": 0},
+        {"breaker_failures": 2.5},
+        {"breaker_cooldown": float("inf")},
+        {"max_response_bytes": 0},
+        {"rate": "fast"},
+    ],
+)
+def test_options_are_validated(option):
+    with pytest.raises(ConfigError, match=next(iter(option)).split("_")[0]):
+        FallbackSettings(**option)
+    with pytest.raises(ConfigError):
+        WikiApi(api_url="http://127.0.0.1:9/w/api.php", contact=CONTACT, **option)
+
+
+def test_live_deadline_from_the_environment_and_the_flag(tmp_path, capsys):
+    assert FallbackSettings().live_deadline == DEFAULT_LIVE_DEADLINE == 30.0
+    assert FallbackSettings.from_env({"WIKIGROUND_LIVE_DEADLINE": "5"}).live_deadline == 5.0
+    assert FallbackSettings.from_env({"WIKIGROUND_LIVE_DEADLINE": "5"}, live_deadline=7.0).live_deadline == 7.0
+    with pytest.raises(ConfigError, match="WIKIGROUND_LIVE_DEADLINE"):
+        FallbackSettings.from_env({"WIKIGROUND_LIVE_DEADLINE": "soon"})
+    args = build_parser().parse_args(["--index", str(tmp_path), "--on-the-fly", "--live-deadline", "4.5", "x"])
+    assert _fallback_settings(args).live_deadline == 4.5
+    # --rate 0.0001 once made every request wait hours for its token: now it is refused before anything opens.
+    assert query_main(["--index", str(tmp_path / "none"), "--on-the-fly", "--rate", "0.0001", "claim"]) == 2
+    assert "rate (requests/s) must be at least 0.01" in capsys.readouterr().err

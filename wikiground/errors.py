@@ -14,6 +14,8 @@ __all__ = [
     "BuildError",
     "IndexMissingError",
     "IndexCorruptError",
+    "IndexChangedError",
+    "IndexLockedError",
     "QueryError",
     "FallbackError",
     "ContactRequiredError",
@@ -22,6 +24,9 @@ __all__ = [
     "RetryExhaustedError",
     "CacheMissError",
     "ForbiddenHostError",
+    "DeadlineExceededError",
+    "CircuitOpenError",
+    "ResponseTooLargeError",
     "JvmError",
     "ModelError",
 ]
@@ -56,6 +61,14 @@ class IndexMissingError(WikigroundError):
 
 class IndexCorruptError(WikigroundError):
     """An index folder exists but cannot be read (wrong version, missing files)."""
+
+
+class IndexChangedError(WikigroundError):
+    """The index folder was rebuilt after it was opened: reopen it (one reader never mixes two builds)."""
+
+
+class IndexLockedError(BuildError):
+    """Another build (or a delta writer) holds the index folder's lock."""
 
 
 class QueryError(WikigroundError):
@@ -93,6 +106,18 @@ class CacheMissError(FallbackError):
 
 class ForbiddenHostError(FallbackError):
     """A request was about to leave for a host other than the configured API host."""
+
+
+class DeadlineExceededError(FallbackError):
+    """A claim's overall live deadline ran out; what was found before it is kept."""
+
+
+class CircuitOpenError(FallbackError):
+    """The live fallback is off for a while after consecutive transport failures (the circuit breaker)."""
+
+
+class ResponseTooLargeError(FallbackError):
+    """A live response (decompressed) exceeded the size cap."""
 
 
 class JvmError(WikigroundError):

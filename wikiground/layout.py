@@ -6,7 +6,11 @@ An index folder::
     DIR/manifest.json        what was built, from which inputs (written last)
     DIR/wiki.duckdb          the store: pages, passages, sections, links, ...
     DIR/bm25/ dense/ tfidf/  one folder per built channel, each with its params.json (written last)
-    DIR/delta/wiki.duckdb    pages ingested from the live API (``--ingest-live``)
+    DIR/delta/*.duckdb       pages ingested from the live API (``--ingest-live``): immutable segments,
+                             each written under a temp name and renamed; the newest revision of a page wins
+
+Beside ``DIR``, in its parent: ``.DIR.lock`` (the build lock), ``.DIR.tmp-*`` (a build in progress) and
+``.DIR.dense-shards`` (resumable embeddings).
 """
 
 from __future__ import annotations
@@ -27,6 +31,16 @@ MANIFEST_FILE = "manifest.json"
 STORE_FILE = "wiki.duckdb"
 PARAMS_FILE = "params.json"
 DELTA_DIR = "delta"
+DELTA_LOCK_FILE = ".lock"  # inside delta/: delta writers hold it shared, a build carrying delta/ over exclusively
+DELTA_SEGMENT_SUFFIX = ".duckdb"
+# Every name a built index folder may hold at its top level: a build replaces only a folder holding no other.
+INDEX_ENTRIES = frozenset(
+    {MANIFEST_FILE, STORE_FILE, f"{STORE_FILE}.wal", f"{STORE_FILE}.tmp", "bm25", "dense", "tfidf", DELTA_DIR}
+)
+# Passage ids of live pages (the delta) start here, far above the main store's dense 0..N-1 ids;
+# a live page's passages are numbered LIVE_PASSAGE_ID_BASE + page_id * LIVE_PASSAGES_PER_PAGE + index.
+LIVE_PASSAGE_ID_BASE = 1_000_000_000
+LIVE_PASSAGES_PER_PAGE = 10_000
 
 BUILT_CHANNELS = ("bm25", "dense", "tfidf")  # channels with an index folder of their own
 CHANNELS = (*BUILT_CHANNELS, "title")
@@ -38,8 +52,39 @@ def store_path(index_dir: str | Path) -> Path:
     return Path(index_dir) / STORE_FILE
 
 
+def delta_dir(index_dir: str | Path) -> Path:
+    return Path(index_dir) / DELTA_DIR
+
+
 def delta_path(index_dir: str | Path) -> Path:
+    """The single-file delta store of older versions (still read, as the oldest segment)."""
     return Path(index_dir) / DELTA_DIR / STORE_FILE
+
+
+def delta_segments(index_dir: str | Path) -> list[Path]:
+    """The delta's segment files, oldest first (the single-file delta of older versions before any segment)."""
+    folder = delta_dir(index_dir)
+    try:
+        names = sorted(
+            e.name
+            for e in os.scandir(folder)
+            if e.name.endswith(DELTA_SEGMENT_SUFFIX) and not e.name.startswith(".") and e.is_file()
+        )
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    if STORE_FILE in names:
+        names.remove(STORE_FILE)
+        names.insert(0, STORE_FILE)
+    return [folder / n for n in names]
+
+
+def build_lock_path(out: str | Path) -> Path:
+    out = Path(out)
+    return out.parent / f".{out.name}.lock"
+
+
+def build_tmp_prefix(out: str | Path) -> str:
+    return f".{Path(out).name}.tmp-"
 
 
 def channel_dir(index_dir: str | Path, channel: str) -> Path:
@@ -110,11 +155,18 @@ def channel_folder(index_dir: str | Path, kind: str) -> Path:
 
 
 def swap_folder(new: str | Path, out: str | Path) -> None:
-    """Put folder ``new`` in the place of ``out`` with renames; on failure ``out`` is as it was."""
+    """Put folder ``new`` in the place of ``out``; on failure ``out`` is as it was.
+
+    Where the kernel can (Linux ``renameat2`` with ``RENAME_EXCHANGE``) the two folders trade places in one
+    step, so a reader finds ``out`` complete at every instant; elsewhere ``out`` is missing between two renames.
+    """
     new, out = Path(new), Path(out)
+    if out.exists() and _exchange(new, out):
+        shutil.rmtree(new, ignore_errors=True)  # ``new`` now names the old folder
+        return
     old = None
     if out.exists():
-        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
+        old = out.parent / f"{old_prefix(out)}{uuid.uuid4().hex[:8]}"
         os.rename(out, old)
     try:
         os.rename(new, out)
@@ -124,3 +176,26 @@ def swap_folder(new: str | Path, out: str | Path) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where that is not available."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def old_prefix(out: str | Path) -> str:
+    """Name prefix of the folder ``swap_folder`` moves ``out`` to before deleting it."""
+    return f".{Path(out).name}.old-"

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["canonical_title", "normalize_title", "words", "page_url"]
+__all__ = ["canonical_title", "normalize_title", "words", "page_url", "clean_surrogates"]
 
 _WS = re.compile(r"\s+")
 _NON_WORD = re.compile(r"[^\w\s]", re.UNICODE)
 _WORD = re.compile(r"\w+", re.UNICODE)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def canonical_title(title: str) -> str:
@@ -44,3 +45,12 @@ def page_url(base_url: str | None, title: str) -> str | None:
     root = base_url.rsplit("/", 1)[0] if "/wiki/" in base_url else base_url.rstrip("/")
     path = quote(title.replace(" ", "_"), safe="()_,:!$*;@/'")
     return f"{root}/{path}"
+
+
+def clean_surrogates(text: str) -> str:
+    """``text`` with lone surrogates (valid in JSON's ``\\ud800`` escapes, not in UTF-8) replaced by U+FFFD.
+
+    Lucene, the tokenizer, DuckDB and UTF-8 output all refuse them, so text from outside is cleaned once,
+    where it comes in.
+    """
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text

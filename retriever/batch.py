@@ -1,0 +1,286 @@
+"""Batch answering for ``--queries``: claim by claim into ``--out``, atomically and resumably, one failed claim
+answered by a ``status: error`` line while the others go on."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from wikiground.errors import QueryError, WikigroundError
+from wikiground.text import clean_surrogates
+
+log = logging.getLogger("retriever.query")
+
+__all__ = ["BatchRunner", "answer_claim", "json_line"]
+
+
+def answer_claim(
+    retriever: Any,
+    claim: str,
+    *,
+    k: int,
+    indexes: str | None = None,
+    multihop: bool = False,
+    hops: int | None = None,
+    on_the_fly: bool | None = None,
+    passages: bool = False,
+    id: Any = None,
+) -> dict[str, Any]:
+    """One claim's output line, exactly as ``python -m retriever.query --json`` prints it (the CLI, the server and
+    the integrations all answer through here). ``id`` None leaves the line without an id key."""
+    from retriever.api import NO_ID
+
+    id = NO_ID if id is None else id
+    if multihop:
+        from retriever.multihop import MultiHopParams, MultiHopRetriever
+
+        extra: dict[str, Any] = {"hops": hops} if hops else {}
+        if indexes:
+            from retriever.api import parse_channels
+
+            extra["channels"] = parse_channels(indexes)
+        params = MultiHopParams(final_k=k, **extra)
+        return MultiHopRetriever(retriever, params=params).search(claim).to_dict(id)
+    return retriever.search(claim, k, channels=indexes, on_the_fly=on_the_fly, passages=passages).to_dict(id)
+
+
+def json_line(obj: Any, *, indent: int | None = None) -> str:
+    """``obj`` as one line of UTF-8-safe JSON: a lone surrogate anywhere (an id, a title) becomes U+FFFD."""
+    return clean_surrogates(json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False)) + "\n"
+
+
+def _answer_one(answer: Callable[..., dict[str, Any]], id_: Any, text: str, where: str) -> tuple[dict[str, Any], str]:
+    """The claim's result and its output line; a claim that fails gets a ``status: error`` line instead, and the
+    batch goes on."""
+    from retriever.api import error_line
+
+    try:
+        res = answer(text, id_)
+        return res, json_line(res)
+    except WikigroundError as exc:
+        log.warning("%s: %s", where, exc)
+        res = error_line(id_, text, str(exc))
+    except Exception as exc:  # noqa: BLE001 - one claim must not sink the batch; the traceback is at debug
+        log.debug("%s: unexpected error", where, exc_info=True)
+        log.warning("%s: unexpected %s: %s (traceback with --verbose)", where, type(exc).__name__, exc)
+        res = error_line(id_, text, f"unexpected {type(exc).__name__}: {exc}")
+    return res, json_line(res)
+
+
+class BatchRunner:
+    """Answers a query file claim by claim, into ``--out`` (atomically, resumable) or stdout.
+
+    With ``--out`` every answer goes to a journal beside it (:class:`_Journal`), flushed line by line, and
+    ``--out`` is replaced only once every claim is answered: a batch cut off at any moment (kill, full disk)
+    leaves the old ``--out`` as it was and a journal that ``--resume`` continues.
+    """
+
+    def __init__(
+        self,
+        answer: Callable[..., dict[str, Any]],
+        queries: list[tuple[Any, str]],
+        out: Path | None,
+        *,
+        resume: bool = False,
+        quiet: bool = False,
+    ):
+        self.answer = answer
+        self.queries = queries
+        self.out = out
+        self.resume = resume
+        self.quiet = quiet
+        self.requests = self.cache_hits = self.errors = 0
+
+    def run(self, on_the_fly: bool = False) -> int:
+        """Answer every claim not yet answered; 0 when all succeeded, 1 when some have ``status: error``."""
+        from tqdm import tqdm
+
+        journal = _Journal(self.out, self.queries) if self.out is not None else None
+        kept = journal.start(self.resume) if journal is not None else set()
+        if kept:
+            print(f"resuming: {len(kept)} answers kept from {journal.source}", file=sys.stderr)
+        todo = [i for i in range(len(self.queries)) if i not in kept]
+        t0 = time.perf_counter()
+        hidden = self.quiet or (not sys.stderr.isatty() and self.out is None)
+        try:
+            for i in tqdm(todo, unit="q", disable=hidden, file=sys.stderr):
+                id_, text = self.queries[i]
+                res, line = _answer_one(self.answer, id_, text, clean_surrogates(f"query {i + 1} (id {id_!r})"))
+                self._count(res)
+                if journal is not None:
+                    journal.append(i, line)
+                else:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+            if journal is not None:
+                journal.finish()
+        except KeyboardInterrupt:
+            if journal is not None:
+                print(f"interrupted: the answers so far are in {journal.path}; rerun with --resume", file=sys.stderr)
+            raise
+        finally:
+            if journal is not None:
+                journal.close()
+        self._report(len(todo), time.perf_counter() - t0, on_the_fly)
+        return 1 if self.errors else 0
+
+    def _count(self, res: dict[str, Any]) -> None:
+        self.requests += res.get("requests", 0)
+        self.cache_hits += res.get("cache_hits", 0)
+        self.errors += res.get("status") == "error"
+
+    def _report(self, n: int, dt: float, on_the_fly: bool) -> None:
+        msg = f"{n} queries in {dt:.1f} s ({n / dt if dt else 0:.1f}/s)"
+        if on_the_fly:
+            msg += f"; live requests {self.requests}, served from cache {self.cache_hits}"
+        if self.errors:
+            msg += f"; {self.errors} failed (status: error lines)"
+        print(msg, file=sys.stderr)
+
+
+class _Journal:
+    """The answers of a batch into ``out`` so far: ``.OUT.partial`` beside it, one ``position<TAB>line`` per
+    answered claim, appended and flushed one by one (a kill can only tear the last line, dropped on resume).
+
+    ``--resume`` reads it (or, when there is none, a finished ``out``), keeps the answers whose position, id and
+    query match the query file (the last one per position; ``status: error`` answers are asked again) and
+    answers the rest; ``finish`` writes ``out`` in query order with an atomic rename and deletes the journal.
+    Only one batch writes a journal at a time (an exclusive lock).
+    """
+
+    def __init__(self, out: Path, queries: list[tuple[Any, str]]):
+        self.out = out
+        self.queries = queries
+        self.path = out.parent / f".{out.name}.partial"
+        self.source: Path | None = None
+        self._fh: Any = None
+        self._at: dict[int, tuple[int, int]] = {}  # position -> (offset, length) of its answer in the journal
+
+    def start(self, resume: bool) -> set[int]:
+        """Open (and lock) the journal; the positions already answered."""
+        existed = self.path.exists()
+        try:
+            self._fh = open(self.path, "a+b", buffering=0)  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            raise QueryError(f"{self.path}: cannot write the batch's answers: {exc.strerror or exc}") from exc
+        self._lock()
+        if existed and not resume:
+            self.close()
+            raise QueryError(
+                f"{self.path}: an interrupted batch into {self.out} left its answers here: rerun with --resume to "
+                "continue it, or delete it to start again"
+            )
+        if resume and existed:
+            self.source = self.path
+            self._load_journal()
+        elif resume and self.out.exists():
+            self.source = self.out
+            self._load_out()
+        else:
+            self._fh.truncate(0)
+        return set(self._at)
+
+    def _lock(self) -> None:
+        import fcntl
+
+        try:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            self._fh.close()
+            raise QueryError(f"{self.out}: another batch is writing it (its journal {self.path} is locked)") from exc
+
+    def _load_journal(self) -> None:
+        offset = 0
+        with open(self.path, "rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                head, tab, body = raw.partition(b"\t")
+                obj = _parse_line(body) if tab and head.isdigit() and raw.endswith(b"\n") else None
+                if obj is None:  # a torn last line (killed mid-write): dropped and answered again
+                    self._fh.truncate(offset)
+                    break
+                self._keep(int(head), obj, offset + len(head) + 1, len(body) - 1, f"{self.path}:{lineno}")
+                offset += len(raw)
+
+    def _load_out(self) -> None:
+        with open(self.out, "rb") as fh:
+            for i, raw in enumerate(fh):
+                obj = _parse_line(raw) if raw.endswith(b"\n") else None
+                if obj is None:
+                    break
+                self._check(i, obj, f"{self.out}:{i + 1}")
+                if obj.get("status") != "error":
+                    self.append(i, raw.decode("utf-8"))
+
+    def _keep(self, i: int, obj: dict[str, Any], offset: int, length: int, where: str) -> None:
+        self._check(i, obj, where)
+        if obj.get("status") == "error":
+            self._at.pop(i, None)
+        else:
+            self._at[i] = (offset, length)
+
+    def _check(self, i: int, obj: dict[str, Any], where: str) -> None:
+        if i >= len(self.queries):
+            raise QueryError(f"{where}: answer to query {i + 1}, but the query file has {len(self.queries)}")
+        id_, text = self.queries[i]
+        want = {"id": id_, "query": text}
+        got = {"id": obj.get("id"), "query": obj.get("query")}
+        if json_line(got) != json_line(want):
+            raise QueryError(
+                f"{where}: answers {json_line(got).strip()} but query {i + 1} is {json_line(want).strip()}: not "
+                f"an answer to these queries (delete {self.source} or run without --resume)"
+            )
+
+    def append(self, i: int, line: str) -> None:
+        data = f"{i}\t{line}".encode()
+        try:
+            offset = self._fh.seek(0, os.SEEK_END)
+            view = memoryview(data)
+            while view:
+                view = view[self._fh.write(view) :]
+        except OSError as exc:
+            raise QueryError(
+                f"{self.path}: cannot write ({exc.strerror or exc}); {self.out} is untouched and the "
+                f"{len(self._at)} answers so far are kept: free space and rerun with --resume"
+            ) from exc
+        prefix = len(str(i)) + 1
+        self._at[i] = (offset + prefix, len(data) - prefix - 1)
+
+    def finish(self) -> None:
+        """Write ``out`` in query order (atomically) from the journal, then delete the journal."""
+        from wikiground.layout import atomic_path
+
+        missing = [i + 1 for i in range(len(self.queries)) if i not in self._at]
+        if missing:
+            raise QueryError(f"{self.path}: queries {missing[:5]} have no answer")
+        try:
+            with atomic_path(self.out) as tmp, open(tmp, "wb") as dst:
+                for i in range(len(self.queries)):
+                    offset, length = self._at[i]
+                    dst.write(os.pread(self._fh.fileno(), length, offset) + b"\n")
+                dst.flush()
+                os.fsync(dst.fileno())
+        except OSError as exc:
+            raise QueryError(
+                f"{self.out}: cannot write ({exc.strerror or exc}); the old file is untouched and every answer "
+                f"is kept in {self.path}: free space and rerun with --resume"
+            ) from exc
+        self.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self._fh is not None and not self._fh.closed:
+            self._fh.close()
+
+
+def _parse_line(raw: bytes) -> dict[str, Any] | None:
+    """An output line as written by a batch (valid UTF-8 JSON object with a status), else None."""
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) and "status" in obj else None

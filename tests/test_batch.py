@@ -1,0 +1,259 @@
+"""Batch queries (`--queries` / `--out`): one failing claim gets its own error line and the batch goes on;
+`--out` is replaced only when the batch is complete; a batch cut off (kill, full disk) is continued by `--resume`."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import io
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT, SHARED
+from wikiground.errors import QueryError
+
+FEVER_FIXTURE_CLAIMS = SHARED / "claims" / "fever_dev_fixture_dumps.jsonl"
+
+
+def _main(*args: str) -> int:
+    from retriever.query import main
+
+    return main([*map(str, args), "--quiet"])
+
+
+def _lines(path) -> list[dict]:
+    return [json.loads(x) for x in path.read_bytes().decode("utf-8").splitlines()]
+
+
+def _stable(lines: list[dict]) -> list[dict]:
+    return [{k: v for k, v in x.items() if k != "timings_ms"} for x in lines]
+
+
+def _journal(out):
+    return out.parent / f".{out.name}.partial"
+
+
+def _fixture_claims(tmp_path, n: int | None = None):
+    lines = FEVER_FIXTURE_CLAIMS.read_text(encoding="utf-8").splitlines()[:n]
+    src = tmp_path / "claims.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return src, [json.loads(x) for x in lines]
+
+
+def test_failing_claims_get_error_lines_and_the_batch_goes_on(gensim_store, tmp_path):
+    """A replay cache miss and a lone surrogate used to abort the batch (truncated --out, raw traceback)."""
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(
+        '{"id": 1, "claim": "Aristotle spent time in Athens."}\n'
+        '{"id": 2, "claim": "Mogadishu is the capital of Somalia."}\n'  # not local: live lookup, not in the cache
+        '{"id": null, "claim": "Aristotle was a \\ud800 philosopher."}\n'
+        '{"claim": "Aldous Huxley wrote Brave New World."}\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.jsonl"
+    out.write_text("the previous run\n")
+    args = ["--index", gensim_store, "--k", "3", "--queries", queries, "--out", out, "--on-the-fly"]
+    args += ["--cache-mode", "replay", "--cache", tmp_path / "cache", "--api-url", "http://127.0.0.1:9/w/api.php"]
+    assert _main(*args) == 1  # some claims failed
+    lines = _lines(out)  # valid UTF-8 JSON, every line
+    assert [x.get("id", "absent") for x in lines] == [1, 2, None, 4]  # null kept; the line number when absent
+    assert [x["status"] for x in lines] == ["ok", "error", "ok", "ok"]
+    assert "not in the cache" in lines[1]["error"] and lines[1]["evidence"] == []
+    assert lines[2]["query"] == "Aristotle was a \ufffd philosopher."
+    assert lines[2]["evidence"][0]["title"] == "Aristotle"
+    assert lines[3]["evidence"][0]["title"] == "Aldous Huxley"
+    assert not _journal(out).exists()
+
+
+def test_surrogates_reach_no_channel(gensim_index):
+    """Lucene, the dense encoder and DuckDB all refused a lone surrogate; it is U+FFFD at the query boundary."""
+    from retriever.api import Retriever
+
+    with Retriever.open(gensim_index) as r:
+        res = r.search("Arthur Schopenhauer \ud800 was a German philosopher \udfff.", 3)
+    assert res.status == "ok" and res.evidence[0].title == "Arthur Schopenhauer"
+    assert "\ufffd" in res.query and "\ud800" not in res.query
+    assert set(res.evidence[0].ranks) >= {"bm25", "dense"}
+    json.dumps(res.to_dict(None), ensure_ascii=False).encode("utf-8")  # no surrogate left to refuse
+
+
+def test_unexpected_error_of_one_claim_is_an_error_line_with_a_debug_traceback(gensim_store, tmp_path, caplog):
+    from retriever.api import Retriever
+    from retriever.batch import BatchRunner
+    from retriever.query import read_queries
+
+    src, claims = _fixture_claims(tmp_path, 4)
+    out = tmp_path / "out.jsonl"
+    with Retriever.open(gensim_store) as r:
+
+        def answer(text, id_):
+            if id_ == claims[1]["id"]:
+                return {"id": id_, "query": text, "status": "ok", "evidence": [], "bad": {1, 2}}  # not JSON-able
+            return r.search(text, 2).to_dict(id_)
+
+        with caplog.at_level(logging.DEBUG, logger="retriever.query"):
+            rc = BatchRunner(answer, list(read_queries(src)), out, quiet=True).run()
+    assert rc == 1
+    lines = _lines(out)
+    assert [x["status"] for x in lines] == ["ok", "error", "ok", "ok"]
+    assert "unexpected TypeError" in lines[1]["error"]
+    assert any(rec.levelno == logging.DEBUG and rec.exc_info for rec in caplog.records)
+
+
+def test_interrupted_batch_leaves_out_untouched_and_resume_keeps_the_answers(gensim_store, tmp_path):
+    from retriever.api import Retriever
+    from retriever.batch import BatchRunner
+    from retriever.query import read_queries
+
+    src, claims = _fixture_claims(tmp_path, 8)
+    queries = list(read_queries(src))
+    out = tmp_path / "out.jsonl"
+    out.write_text("the previous run\n")
+    asked: list = []
+    with Retriever.open(gensim_store) as r:
+
+        def answer(text, id_):
+            if len(asked) == 5:
+                raise KeyboardInterrupt
+            asked.append(id_)
+            return r.search(text, 2).to_dict(id_)
+
+        with pytest.raises(KeyboardInterrupt):
+            BatchRunner(answer, queries, out, quiet=True).run()
+        assert out.read_text() == "the previous run\n"
+        journal = _journal(out)
+        with journal.open("ab") as fh:
+            fh.write(b'5\t{"id": 6, "query": "torn by a ki')  # a kill in the middle of a line
+        with pytest.raises(QueryError, match="--resume"):
+            BatchRunner(answer, queries, out, quiet=True).run()  # a fresh run would lose the answers
+        asked.clear()
+        assert BatchRunner(answer, queries, out, resume=True, quiet=True).run() == 0
+        assert asked == [c["id"] for c in claims[5:]]  # only the rest was asked
+        fresh = tmp_path / "fresh.jsonl"
+        BatchRunner(lambda text, id_: r.search(text, 2).to_dict(id_), queries, fresh, quiet=True).run()
+    assert _stable(_lines(out)) == _stable(_lines(fresh))
+    assert not journal.exists()
+
+
+def test_killed_batch_is_resumed(gensim_store, tmp_path):
+    """kill -9 in the middle of a real batch: --out untouched, and --resume finishes with the same answers."""
+    src, claims = _fixture_claims(tmp_path)
+    out = tmp_path / "out.jsonl"
+    out.write_text("the previous run\n")
+    cmd = [sys.executable, "-m", "retriever.query", "--index", str(gensim_store), "--k", "3"]
+    cmd += ["--queries", str(src), "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    journal = _journal(out)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if journal.exists() and journal.read_bytes().count(b"\n") >= 3:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, proc.stderr.read().decode()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert out.read_text() == "the previous run\n"
+    answered = journal.read_bytes().count(b"\n")
+    assert 3 <= answered < len(claims)
+    done = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{answered} answers kept" in done.stderr
+    lines = _lines(out)
+    assert [x["id"] for x in lines] == [c["id"] for c in claims]
+    assert all(x["status"] != "error" for x in lines) and not journal.exists()
+    # --resume of a finished --out asks nothing again.
+    again = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and f"{len(claims)} answers kept" in again.stderr and _lines(out) == lines
+
+
+class _FullDisk(io.FileIO):
+    """A file on a disk that fills up after ``budget`` writes."""
+
+    budget = 0
+
+    def write(self, data):
+        if _FullDisk.budget <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        _FullDisk.budget -= 1
+        return super().write(data)
+
+
+@pytest.mark.parametrize("writes", [3, 8])  # full while answering; full while writing --out at the end
+def test_full_disk_keeps_the_old_out_and_the_answers_for_resume(gensim_store, tmp_path, monkeypatch, writes):
+    import retriever.batch as batch
+    import retriever.query as query
+
+    src, claims = _fixture_claims(tmp_path, 6)
+    out = tmp_path / "out.jsonl"
+    out.write_text("the previous run\n")
+
+    def full_open(file, mode="r", buffering=-1, **kw):
+        if "b" in mode and ("a" in mode or "w" in mode):
+            return _FullDisk(file, mode.replace("b", ""))
+        return open(file, mode, buffering, **kw)
+
+    monkeypatch.setattr(batch, "open", full_open, raising=False)
+    _FullDisk.budget = writes
+    with pytest.raises(QueryError, match="No space left on device") as info:
+        query.main(["--index", str(gensim_store), "--queries", str(src), "--out", str(out), "--quiet", "--verbose"])
+    assert "--resume" in str(info.value) and str(out) in str(info.value)
+    assert out.read_text() == "the previous run\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.jsonl.") and p != _journal(out)] == []
+    kept = _journal(out).read_bytes().count(b"\n")
+    assert kept == min(writes, len(claims))
+    monkeypatch.undo()
+    assert _main("--index", gensim_store, "--queries", src, "--out", out, "--resume") == 0
+    assert [x["id"] for x in _lines(out)] == [c["id"] for c in claims]
+
+
+def test_resume_refuses_answers_to_other_queries(gensim_store, tmp_path):
+    src, _ = _fixture_claims(tmp_path, 3)
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"id": 999, "query": "Something else.", "status": "ok", "evidence": []}\n')
+    with pytest.raises(QueryError, match="not an answer to these queries"):
+        from retriever.query import main
+
+        main(["--index", str(gensim_store), "--queries", str(src), "--out", str(out), "--resume", "--verbose"])
+    assert out.read_text().startswith('{"id": 999')
+
+
+def test_two_batches_into_one_out_are_refused(gensim_store, tmp_path):
+    src, _ = _fixture_claims(tmp_path, 2)
+    out = tmp_path / "out.jsonl"
+    with open(_journal(out), "a+b") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        p = subprocess.run(
+            [sys.executable, "-m", "retriever.query", "--index", str(gensim_store), "--queries", str(src)]
+            + ["--out", str(out), "--resume"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert p.returncode == 2 and "another batch is writing it" in p.stderr and not out.exists()
+
+
+def test_read_queries_ids_and_bad_lines(tmp_path):
+    from retriever.query import read_queries
+
+    src = tmp_path / "q.jsonl"
+    src.write_text('{"id": null, "claim": "a"}\n\n{"question": "b"}\n{"id": [1], "claim": "c\\udfff"}\n')
+    assert list(read_queries(src)) == [(None, "a"), (3, "b"), ([1], "c\ufffd")]
+    for bad, detail in [
+        (b'{"id": 1, "claim": "a"}\n{"claim": "\xff"}\n', "not UTF-8"),
+        (b'{"id": NaN, "claim": "a"}\n', "not JSON"),
+        (b'{"id": 1e999, "claim": "a"}\n', "not JSON"),
+        (b"[" * 100_000 + b"\n", "not JSON"),
+        (b'{"id": 1}\n', "no 'claim' or 'question'"),
+    ]:
+        src.write_bytes(bad)
+        with pytest.raises(QueryError, match=detail) as info:
+            list(read_queries(src))
+        assert f"{src}:{len(bad.splitlines())}" in str(info.value)
