@@ -22,7 +22,10 @@ K       ?= 10
 Q       ?= Aristotle tutored Alexander the Great.
 SHARED  ?= ../shared/data
 
-.PHONY: install index query lint format test test-slow bench clean distclean sample
+HOST    ?= 127.0.0.1
+PORT    ?= 8765
+
+.PHONY: install index query serve lint format test test-slow bench clean distclean sample
 
 install: $(STAMP)
 
@@ -53,6 +56,10 @@ index: $(STAMP) $(if $(filter $(DEFAULT_DUMP),$(DUMP)),$(DEFAULT_DUMP))
 
 query: $(STAMP)
 	$(PY) -m retriever.query --index $(INDEX) --k $(K) "$(Q)"
+
+# The evidence server on the default index (Ctrl-C or SIGTERM stops it; SIGHUP reloads the index).
+serve: $(STAMP)
+	$(PY) -m retriever.serve --index $(INDEX) --host $(HOST) --port $(PORT) --k $(K)
 
 # ruff (rules in pyproject.toml: E, F, W, I, B, UP, C4), ruff's formatting, and the import-linter layer contracts.
 lint: $(STAMP)

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -179,6 +180,9 @@ class BM25Backend:
                 self._fields.put(field, jfloat(float(weight)))
         self._array_list = autoclass("java.util.ArrayList")
         self.documents = int(self._searcher.get_total_num_docs())
+        # Anserini's SimpleSearcher is not safe across threads: concurrent searches returned another query's
+        # hits or a NullPointerException. One search at a time (each takes milliseconds).
+        self._lock = threading.Lock()
 
     def __enter__(self) -> BM25Backend:
         return self
@@ -193,7 +197,8 @@ class BM25Backend:
         text = prepare_query(query)
         while text:
             try:
-                return self._hits(searcher.search_fields(text, self._fields, k))
+                with self._lock:
+                    return self._hits(searcher.search_fields(text, self._fields, k))
             except Exception as exc:
                 text = _shorter_after(exc, text)
         return []

@@ -1,7 +1,8 @@
 """The ``wikiground`` command: one entry point over the project's command lines.
 
 ``wikiground index ...`` is ``python -m indexer build ...``, ``wikiground embed ...`` is
-``python -m indexer.embed ...`` and ``wikiground query ...`` is ``python -m retriever.query ...``: the same
+``python -m indexer.embed ...``, ``wikiground query ...`` is ``python -m retriever.query ...`` and
+``wikiground serve ...`` is ``python -m retriever.serve ...``: the same
 code, the same flags. Each subcommand imports its module only when it runs, so ``wikiground --help`` is quick.
 """
 
@@ -18,6 +19,7 @@ commands:
   index   build an index folder from dumps or corpora   (python -m indexer build)
   embed   dense embeddings in resumable shards           (python -m indexer.embed)
   query   evidence for claims from an index folder      (python -m retriever.query)
+  serve   serve an index folder over HTTP               (python -m retriever.serve)
 
 `wikiground COMMAND --help` lists a command's options.
 """
@@ -41,7 +43,18 @@ def _query(argv: Sequence[str]) -> int:
     return main(list(argv))
 
 
-COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {"index": _index, "embed": _embed, "query": _query}
+def _serve(argv: Sequence[str]) -> int:
+    from retriever.serve.__main__ import main
+
+    return main(list(argv))
+
+
+COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "index": _index,
+    "embed": _embed,
+    "query": _query,
+    "serve": _serve,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

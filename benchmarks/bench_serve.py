@@ -1,0 +1,280 @@
+"""The evidence server (issue 23): hot latency over HTTP against the in-process fused search and one CLI call,
+throughput and tail latency with concurrent clients, and cold start to "ready".
+
+``main(shared, out, *, load_seconds=60.0, clients=8)`` returns the RESULTS.md section (``benchmarks.run`` calls it
+with the defaults); ``measure(index_dir, claims, ...)`` returns the figures for any index folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import build, latency, md_table, read_claims, vital_jsonl
+
+log = logging.getLogger("benchmarks.serve")
+
+ROOT = Path(__file__).resolve().parents[1]
+K = 10
+
+
+def start_server(index: Path, *extra: str, timeout: float = 600.0) -> tuple[subprocess.Popen, str, float]:
+    """A server process on a free port; returns it, its URL and the wall seconds from launch to its ready line."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "retriever.serve", "--index", str(index), "--port", "0", "--k", str(K), *extra],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    lines = []
+    while time.perf_counter() - t0 < timeout:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("ready: "):
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # keep the pipe drained
+            return proc, line.split()[1], time.perf_counter() - t0
+    proc.kill()
+    raise RuntimeError(f"the server did not get ready: {''.join(lines)[-2000:]}")
+
+
+def stop(proc: subprocess.Popen) -> int:
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=120)
+
+
+def _titles(line: dict[str, Any]) -> list[str]:
+    return [e["title"] for e in line["evidence"]]
+
+
+def in_process_p50(index: Path, claims: Sequence[str]) -> tuple[float, dict[str, list[str]]]:
+    from retriever.api import Retriever
+
+    with Retriever.open(index) as r:
+        r.warm_up()
+        r.search(claims[0], K)
+        ms, expected = [], {}
+        for c in claims:
+            t0 = time.perf_counter()
+            res = r.search(c, K)
+            ms.append((time.perf_counter() - t0) * 1000)
+            expected[c] = [e.title for e in res.evidence]
+    return latency(ms)["p50"], expected
+
+
+def cli_call_seconds(index: Path, claim: str, calls: int = 2) -> float:
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "retriever.query", "--index", str(index), "--json", "--k", str(K), claim],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def http_latencies(url: str, claims: Sequence[str]) -> list[float]:
+    import httpx
+
+    with httpx.Client(timeout=120) as h:
+        h.post(f"{url}/search", json={"claim": claims[0], "k": K})
+        ms = []
+        for c in claims:
+            t0 = time.perf_counter()
+            h.post(f"{url}/search", json={"claim": c, "k": K}).raise_for_status()
+            ms.append((time.perf_counter() - t0) * 1000)
+    return ms
+
+
+def load(url: str, claims: Sequence[str], expected: dict[str, list[str]], *, clients: int, seconds: float) -> dict:
+    """``clients`` threads, each with its own connection, asking claims round-robin for ``seconds``: answers,
+    errors (a failed request or an answer unlike the in-process one), latencies."""
+    import httpx
+
+    stats = {"ok": 0, "errors": 0, "wrong": 0, "ms": []}
+    lock = threading.Lock()
+    end = time.perf_counter() + seconds
+
+    def client(n: int) -> None:
+        with httpx.Client(timeout=120) as h:
+            i = n
+            while time.perf_counter() < end:
+                c = claims[i % len(claims)]
+                i += clients
+                t0 = time.perf_counter()
+                try:
+                    r = h.post(f"{url}/search", json={"claim": c, "k": K})
+                    good, wrong = r.status_code == 200, r.status_code == 200 and _titles(r.json()) != expected[c]
+                except httpx.HTTPError:
+                    good, wrong = False, False
+                ms = (time.perf_counter() - t0) * 1000
+                with lock:
+                    stats["ok" if good and not wrong else "errors"] += 1
+                    stats["wrong"] += wrong
+                    stats["ms"].append(ms)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stats["seconds"] = time.perf_counter() - t0
+    stats["per_second"] = stats["ok"] / stats["seconds"]
+    return stats
+
+
+def kill_and_restart(index: Path, claims: Sequence[str], expected: dict[str, list[str]], *, seconds: float) -> dict:
+    """Clients asking while the server is killed (SIGKILL) a third of the way in and started again: they may see
+    connection errors, never a wrong answer; the index opens and answers as before afterwards."""
+    import httpx
+
+    proc, url, _ = start_server(index)
+    port = url.rsplit(":", 1)[1]
+    stats = {"ok": 0, "connection_errors": 0, "wrong": 0}
+    lock = threading.Lock()
+    end = time.perf_counter() + seconds
+
+    def client(n: int) -> None:
+        i = n
+        while time.perf_counter() < end:
+            c = claims[i % len(claims)]
+            i += 4
+            try:
+                r = httpx.post(f"{url}/search", json={"claim": c, "k": K}, timeout=60)
+                key = "ok" if r.status_code == 200 and _titles(r.json()) == expected[c] else "wrong"
+            except httpx.HTTPError:
+                key = "connection_errors"
+                time.sleep(0.1)
+            with lock:
+                stats[key] += 1
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds / 3)
+    proc.kill()
+    proc.wait()
+    proc, _, _ = start_server(index, "--port", port)  # the same port: the clients carry on
+    for t in threads:
+        t.join()
+    stop(proc)
+    stats["intact_after"] = in_process_p50(index, claims[:20])[1] == {c: expected[c] for c in claims[:20]}
+    return stats
+
+
+def measure(index: Path, claims: Sequence[str], *, load_seconds: float = 60.0, clients: int = 8) -> dict[str, Any]:
+    """Every figure of the section, for one index folder and its claims."""
+    fused_p50, expected = in_process_p50(index, claims)
+    cli_s = cli_call_seconds(index, claims[0])
+    proc, url, ready_s = start_server(index)
+    try:
+        idle = latency(http_latencies(url, claims))
+        one = load(url, claims, expected, clients=1, seconds=max(5.0, load_seconds / 4))
+        many = load(url, claims, expected, clients=clients, seconds=load_seconds)
+    finally:
+        code = stop(proc)
+    killed = kill_and_restart(index, claims, expected, seconds=max(10.0, load_seconds / 3))
+    under = latency(many.pop("ms"))
+    one.pop("ms")
+    return {
+        "in_process_fused_p50_ms": fused_p50,
+        "cli_call_s": cli_s,
+        "http_idle_ms": idle,
+        "cold_start_to_ready_s": ready_s,
+        "one_client": one,
+        "loaded": {**many, "latency_ms": under, "clients": clients},
+        "throughput_ratio": many["per_second"] / one["per_second"] if one["per_second"] else float("nan"),
+        "sigterm_exit_code": code,
+        "kill_restart": killed,
+    }
+
+
+def section(r: dict[str, Any]) -> str:
+    idle, loaded = r["http_idle_ms"], r["loaded"]
+    rows = [
+        (
+            "hot p50 over HTTP / in-process fused p50",
+            f"{idle['p50']:.1f} / {r['in_process_fused_p50_ms']:.1f} ms",
+            f"{idle['p50'] / r['in_process_fused_p50_ms']:.2f}x",
+            "<= 1.3x",
+        ),
+        (
+            "one CLI call / hot p50 over HTTP",
+            f"{r['cli_call_s']:.2f} s / {idle['p50']:.1f} ms",
+            f"{r['cli_call_s'] * 1000 / idle['p50']:.0f}x faster",
+            ">= 50x",
+        ),
+        (
+            f"{loaded['clients']} clients, {loaded['seconds']:.0f} s: errors",
+            f"{loaded['errors']} ({loaded['wrong']} wrong)",
+            "",
+            "0",
+        ),
+        (
+            "throughput, loaded / one client",
+            f"{loaded['per_second']:.1f} / {r['one_client']['per_second']:.1f} claims/s",
+            f"{r['throughput_ratio']:.2f}x",
+            ">= 1.6x",
+        ),
+        (
+            "p95 under load / idle p50",
+            f"{loaded['latency_ms']['p95']:.1f} / {idle['p50']:.1f} ms",
+            f"{loaded['latency_ms']['p95'] / idle['p50']:.2f}x",
+            "<= 4x",
+        ),
+        ("cold start to ready", f"{r['cold_start_to_ready_s']:.1f} s", "", "<= 15 s"),
+        (
+            "killed (SIGKILL) and restarted mid-run: wrong answers / connection errors / index intact",
+            f"{r['kill_restart']['wrong']} / {r['kill_restart']['connection_errors']} / {r['kill_restart']['intact_after']}",
+            "",
+            "0 wrong, intact",
+        ),
+    ]
+    return md_table(("measure", "figures", "ratio", "target"), rows) + "\n"
+
+
+def main(shared: Path, out: Path, *, load_seconds: float = 60.0, clients: int = 8, claims_limit: int = 200) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    # The retrieval bench's vital index, when it is there: same corpus file, so the build is reused.
+    retrieval = out.parent / "retrieval"
+    retrieval.mkdir(parents=True, exist_ok=True)
+    index = retrieval / "vital_index"
+    build([vital_jsonl(shared, retrieval)], index)
+    claims = [c["claim"] for c in read_claims(shared / "claims" / "fever_dev_vital.jsonl", claims_limit)]
+    results = measure(index, claims, load_seconds=load_seconds, clients=clients)
+    (out / "serve.json").write_text(json.dumps(results, indent=2))
+    return (
+        "## Serving: one process, many clients (issue 23)\n\n"
+        f"Vital index, {len(claims)} FEVER claims, k={K}, server on 127.0.0.1 (default options).\n\n" + section(results)
+    )
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "serve")
+    ap.add_argument("--seconds", type=float, default=60.0, help="duration of the loaded run")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--claims", type=int, default=200)
+    a = ap.parse_args()
+    logging.basicConfig(level=logging.INFO)
+    print(main(a.shared, a.out, load_seconds=a.seconds, clients=a.clients, claims_limit=a.claims))

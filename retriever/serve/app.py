@@ -1,0 +1,397 @@
+"""The FastAPI application: evidence search, pages, health and stats, reload, and the drop-in endpoints
+(DSPy's ColBERTv2 client at ``/api/search``, a MediaWiki Action API subset at ``/w/api.php``).
+
+Every search runs on the server's thread pool, holding a reference on the index generation it started on, with a
+per-request timeout. Errors are JSON: ``{"error": {"type", "message"}}``, 4xx for bad requests, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import platform
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+
+from retriever.api import error_line
+from retriever.batch import answer_claim as answer
+from retriever.serve import pages as page_lookup
+from retriever.serve.state import ServerState, options_of
+from wikiground.errors import (
+    ConfigError,
+    FallbackError,
+    IndexChangedError,
+    IndexMissingError,
+    InputError,
+    QueryError,
+    WikigroundError,
+)
+
+log = logging.getLogger(__name__)
+
+LOCAL_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+class RequestTimeout(Exception):
+    """A request ran past the server's per-request timeout."""
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    claim: str = Field(description="claim or question text")
+    k: StrictInt | None = Field(None, description="evidence items (default: the server's --k)")
+    indexes: str | list[str] | None = Field(None, description="channels, e.g. 'bm25,title' (default: the server's)")
+    multihop: StrictBool | None = Field(None, description="iterative multi-hop retrieval")
+    on_the_fly: StrictBool | None = Field(None, description="live fallback (needs a server started --on-the-fly)")
+
+
+class BatchItem(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: Any = None
+    claim: str | None = None
+    question: str | None = None
+
+
+class ColbertRequest(BaseModel):
+    query: str
+    k: StrictInt = 10
+
+
+def status_of(exc: WikigroundError) -> int:
+    if isinstance(exc, IndexChangedError):
+        return 503
+    if isinstance(exc, FallbackError) and not isinstance(exc, ConfigError):
+        return 502
+    if isinstance(exc, QueryError | ConfigError | InputError | IndexMissingError):
+        return 400
+    return 500
+
+
+def error_body(kind: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"type": kind, "message": message, **extra}}
+
+
+def _install_handlers(app: FastAPI) -> None:
+    @app.exception_handler(WikigroundError)
+    async def wikiground_error(request: Request, exc: WikigroundError) -> JSONResponse:
+        status = status_of(exc)
+        if isinstance(exc, IndexChangedError):
+            request.app.state.server.reload_soon()  # the folder was rebuilt: the next requests get the new build
+        if status >= 500:
+            log.error("%s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse(error_body(type(exc).__name__, str(exc)), status_code=status)
+
+    @app.exception_handler(RequestTimeout)
+    async def timeout_error(request: Request, exc: RequestTimeout) -> JSONResponse:
+        return JSONResponse(error_body("Timeout", str(exc)), status_code=504)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = jsonable_encoder(exc.errors(), exclude={"input", "url", "ctx"})
+        where = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in errors)
+        return JSONResponse(error_body("InvalidRequest", where or "invalid request", details=errors), 422)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return JSONResponse(error_body("InternalError", "internal server error (see the server's log)"), 500)
+
+
+class Runner:
+    """Runs work on the server's thread pool against one index generation, under the per-request timeout."""
+
+    def __init__(self, state: ServerState, threads: int):
+        self.state = state
+        self.executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="request")
+        self.window = max(1, threads // 2)  # claims of one batch searched at once
+
+    def submit(self, gen: Any, fn: Callable[[Any], Any]) -> Any:
+        """``fn(retriever)`` on the pool; the generation's reference (taken by the caller) is left when it ends."""
+
+        def job() -> Any:
+            try:
+                return fn(gen.retriever)
+            finally:
+                gen.leave()
+
+        try:
+            return self.executor.submit(job)
+        except BaseException:
+            gen.leave()
+            raise
+
+    async def wait(self, gen: Any, fut: Any) -> Any:
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), self.state.limits.timeout)
+        except TimeoutError:
+            raise RequestTimeout(f"the request took longer than {self.state.limits.timeout:g} s") from None
+        finally:
+            if not fut.done() and fut.cancel():
+                gen.leave()  # never started: its job will not leave the generation
+
+    async def run(self, fn: Callable[[Any], Any]) -> Any:
+        gen = self.state.acquire()
+        return await self.wait(gen, self.submit(gen, fn))
+
+
+def create_app(state: ServerState, *, threads: int = 8, reload_on_sighup: bool = False) -> FastAPI:
+    """The application over a started :class:`ServerState` (closed when the application shuts down)."""
+    runner = Runner(state, threads)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        hooked = reload_on_sighup and _hook_sighup(loop, runner)
+        try:
+            yield
+        finally:
+            if hooked:
+                import signal
+
+                loop.remove_signal_handler(signal.SIGHUP)
+            runner.executor.shutdown(wait=True)
+            state.close()
+
+    app = FastAPI(
+        title="wikiground",
+        description="Evidence retrieval over a local Wikipedia index, with drop-in endpoints for DSPy and MediaWiki "
+        "clients.",
+        lifespan=lifespan,
+    )
+    app.state.server = state
+    app.state.runner = runner
+    _install_handlers(app)
+    _search_routes(app, state, runner)
+    _info_routes(app, state, runner)
+    _dspy_routes(app, state, runner)
+    from retriever.serve.mediawiki import install
+
+    install(app, state, runner)
+    return app
+
+
+def _hook_sighup(loop: asyncio.AbstractEventLoop, runner: Runner) -> bool:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGHUP"):
+        return False
+
+    def reload() -> None:
+        try:
+            number, seconds = runner.state.reload()
+            log.warning("SIGHUP: reloaded the index (generation %d, %.1f s)", number, seconds)
+        except Exception:
+            log.exception("SIGHUP: reload failed; still serving the previous index")
+
+    loop.add_signal_handler(signal.SIGHUP, lambda: loop.run_in_executor(runner.executor, reload))
+    return True
+
+
+def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
+    @app.post("/search", summary="Evidence for one claim: the JSON object of one CLI output line")
+    async def search(req: SearchRequest) -> Any:
+        state.count("search")
+        claim = state.check_claim(req.claim)
+        opts = options_of(req.model_dump(), state.defaults)
+        opts["k"] = state.check_k(opts["k"])
+        return JSONResponse(await runner.run(lambda r: answer(r, claim, **opts)))
+
+    @app.post("/search/batch", summary="Evidence for many {id, claim}: NDJSON lines, as they finish")
+    async def search_batch(
+        items: Annotated[list[BatchItem], Body()],
+        k: int | None = Query(None),
+        indexes: str | None = Query(None),
+        multihop: bool | None = Query(None),
+        on_the_fly: bool | None = Query(None),
+    ) -> StreamingResponse:
+        state.count("search/batch")
+        if len(items) > state.limits.max_batch:
+            raise QueryError(f"the batch has {len(items)} claims; the limit is {state.limits.max_batch}")
+        opts = options_of({"k": k, "indexes": indexes, "multihop": multihop, "on_the_fly": on_the_fly}, state.defaults)
+        opts["k"] = state.check_k(opts["k"])
+        claims = []
+        for n, item in enumerate(items):
+            text = item.claim if item.claim is not None else item.question
+            if text is None:
+                raise QueryError(f"batch item {n}: no 'claim' or 'question' string")
+            claims.append(
+                (item.id if "id" in item.model_fields_set else n + 1, state.check_claim(text, what=f"item {n}"))
+            )
+        state.count("claims", len(claims))
+        return StreamingResponse(_batch_lines(state, runner, claims, opts), media_type="application/x-ndjson")
+
+
+async def _batch_lines(
+    state: ServerState, runner: Runner, claims: list[tuple[Any, str]], opts: dict[str, Any]
+) -> AsyncIterator[str]:
+    """One line per claim as each finishes. Every claim runs on the generation taken here, at most ``runner.window``
+    at a time (a long batch leaves threads to other clients); a claim that fails is an error line. When no line has
+    come for the request timeout, the claims left are answered "timed out"."""
+    gen = state.acquire()
+    todo = iter(claims)
+    pending: dict[asyncio.Future, tuple[Any, Any, str]] = {}
+
+    def one(r: Any, id_: Any, text: str) -> dict[str, Any]:
+        try:
+            return answer(r, text, id=id_, **opts)
+        except WikigroundError as exc:
+            return error_line(id_, text, str(exc))
+
+    def submit_next() -> None:
+        for id_, text in todo:
+            gen.enter()
+            fut = runner.submit(gen, lambda r, id_=id_, text=text: one(r, id_, text))
+            pending[asyncio.wrap_future(fut)] = (fut, id_, text)
+            return
+
+    try:
+        for _ in range(runner.window):
+            submit_next()
+        while pending:
+            done, _ = await asyncio.wait(pending, timeout=state.limits.timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                left = [(id_, text) for _, id_, text in pending.values()] + list(todo)
+                for id_, text in left:
+                    yield json.dumps(error_line(id_, text, "timed out"), ensure_ascii=False) + "\n"
+                break
+            for fut in done:
+                _, id_, text = pending.pop(fut)
+                if fut.exception() is not None:
+                    log.error("batch claim %r failed", id_, exc_info=fut.exception())
+                    line = error_line(id_, text, "internal error")
+                else:
+                    line = fut.result()
+                yield json.dumps(line, ensure_ascii=False) + "\n"
+                submit_next()
+    finally:
+        for fut, _, _ in pending.values():
+            if fut.cancel():
+                gen.leave()
+        gen.leave()
+
+
+def _info_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
+    @app.get("/pages/{title:path}", summary="A page after redirects: sections, categories, see also, infobox, links")
+    async def page(title: str) -> Any:
+        state.count("pages")
+        view = await runner.run(lambda r: page_lookup.page_view(r.store, title))
+        if view is None:
+            return JSONResponse(error_body("NotFound", f"no page or redirect titled {title!r}"), status_code=404)
+        return view
+
+    @app.get("/health", summary="Liveness: ok once the index is open")
+    async def health() -> Any:
+        gen = state.generation
+        if gen is None:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        return {"status": "ok", "generation": gen.number}
+
+    @app.get("/stats", summary="Manifest, counts, channels, versions, uptime and requests served")
+    async def stats() -> dict[str, Any]:
+        return await runner.run(lambda r: _stats(state, r))
+
+    @app.post("/reload", summary="Open the index folder again and swap it in (from 127.0.0.1 only)")
+    async def reload(request: Request) -> Any:
+        host = request.client.host if request.client else ""
+        if host not in LOCAL_HOSTS:
+            return JSONResponse(error_body("Forbidden", "reload is allowed from 127.0.0.1 only"), status_code=403)
+        state.count("reload")
+        loop = asyncio.get_running_loop()
+        number, seconds = await loop.run_in_executor(runner.executor, state.reload)
+        return {"status": "reloaded", "generation": number, "seconds": round(seconds, 3)}
+
+
+def _stats(state: ServerState, retriever: Any) -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from wikiground import __version__
+    from wikiground.layout import MANIFEST_FILE
+
+    manifest: Any = None
+    if retriever.index_dir is not None:
+        try:
+            manifest = json.loads((retriever.index_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            manifest = {"error": f"cannot read the manifest: {exc}"}
+    versions = {"wikiground": __version__, "python": platform.python_version()}
+    for pkg in ("duckdb", "fastapi", "uvicorn", "pyserini", "faiss-cpu", "scikit-learn"):
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            pass
+    counts = {t: retriever.store.count(t) for t in ("pages", "redirects", "passages", "categories", "links")}
+    gen = state.generation
+    return {
+        "index": str(retriever.index_dir) if retriever.index_dir else None,
+        "manifest": manifest,
+        "counts": counts,
+        "channels": list(retriever.channels),
+        "on_the_fly": retriever.fallback is not None,
+        "versions": versions,
+        "uptime_seconds": round(state.uptime(), 3),
+        "ready_seconds": None if state.ready_seconds is None else round(state.ready_seconds, 3),
+        "generation": gen.number if gen else None,
+        "reloads": state.reloads,
+        "requests": {"total": sum(v for k, v in state.requests.items() if k != "claims"), **state.requests},
+        "limits": {
+            "max_claim_chars": state.limits.max_claim_chars,
+            "max_k": state.limits.max_k,
+            "max_batch": state.limits.max_batch,
+            "timeout_seconds": state.limits.timeout,
+        },
+    }
+
+
+def colbert_topk(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """A search's evidence as ColBERTv2 server passages: ``text`` is ``"Title | passage"`` (the convention of
+    DSPy's Wikipedia abstracts server), ``prob`` a softmax of the scores over the list."""
+    evidence = result["evidence"]
+    if not evidence:
+        return []
+    top = max(e["score"] for e in evidence)
+    weights = [math.exp(e["score"] - top) for e in evidence]
+    total = sum(weights)
+    return [
+        {
+            "text": f"{e['title']} | {e['evidence_text']}",
+            "pid": e["passage_id"],
+            "rank": n,
+            "score": e["score"],
+            "prob": w / total,
+            "title": e["title"],
+            "url": e.get("url"),
+            "page_id": e["page_id"],
+            "section": e["section"],
+            "origin": e["origin"],
+        }
+        for n, (e, w) in enumerate(zip(evidence, weights), start=1)
+    ]
+
+
+def _dspy_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
+    async def topk(query: str, k: int) -> Any:
+        state.count("api/search")
+        claim = state.check_claim(query, what="query")
+        k = state.check_k(k)
+        opts = {**options_of({"k": k}, state.defaults), "multihop": False}
+        result = await runner.run(lambda r: answer(r, claim, **opts))
+        return JSONResponse({"query": query, "topk": colbert_topk(result)})
+
+    @app.get("/api/search", summary="DSPy ColBERTv2 drop-in: GET ?query=...&k=... -> {topk: [...]}")
+    async def colbert_get(query: str = Query(...), k: int = Query(10)) -> Any:
+        return await topk(query, k)
+
+    @app.post("/api/search", summary="DSPy ColBERTv2 drop-in (post_requests=True): {query, k} -> {topk: [...]}")
+    async def colbert_post(req: ColbertRequest) -> Any:
+        return await topk(req.query, req.k)
