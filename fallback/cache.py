@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,7 +83,7 @@ class CacheEntry:
     body: Any
 
 
-def _parse_entry(raw: bytes) -> CacheEntry:
+def _parse_entry(raw: bytes, check: Callable[[Any, Any], str | None] = body_problem) -> CacheEntry:
     """An entry file's bytes as a CacheEntry; ValueError says what is wrong with it."""
     if not raw.strip():
         raise ValueError("empty file")
@@ -102,7 +102,7 @@ def _parse_entry(raw: bytes) -> CacheEntry:
         raise ValueError(f"no {exc}") from exc
     if not isinstance(entry.key, str) or not isinstance(entry.fetched_at, str):
         raise ValueError("key or fetch time is not text")
-    problem = body_problem(entry.status, entry.body)
+    problem = check(entry.status, entry.body)
     if problem:
         raise ValueError(problem)
     return entry
@@ -111,8 +111,11 @@ def _parse_entry(raw: bytes) -> CacheEntry:
 class ResponseCache:
     """A folder of ``<hash[:2]>/<hash>.json`` entries, and ``endpoints.json``."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, *, check: Callable[[Any, Any], str | None] = body_problem):
+        """``check(status, body)`` says why an answer is unusable (None when it is usable): by default a MediaWiki
+        answer must be an HTTP 200 JSON object without an ``error``."""
         self.root = Path(root)
+        self.check = check
         self._endpoints: set[str] | None = None
         self._listed = False  # endpoints.json exists and was read (not rebuilt from the entries)
 
@@ -133,7 +136,7 @@ class ResponseCache:
         except OSError as exc:
             raise InputError(f"cannot read cache entry: {exc}", path=str(path)) from exc
         try:
-            entry = _parse_entry(raw)
+            entry = _parse_entry(raw, self.check)
         except ValueError as exc:
             log.warning("cache entry %s is unusable (%s): treated as a miss", path, exc)
             return None
@@ -144,7 +147,7 @@ class ResponseCache:
 
     def put(self, key: str, *, status: int, fetched_at: str, body: Any) -> CacheEntry | None:
         """Store a usable answer atomically; anything else is refused (logged, nothing written, None returned)."""
-        problem = body_problem(status, body)
+        problem = self.check(status, body)
         if problem:
             log.warning("not caching an unusable answer (%s)", problem)
             return None
@@ -195,7 +198,7 @@ class ResponseCache:
         found: set[str] = set()
         for path in self.root.glob("*/*.json") if self.root.is_dir() else ():
             try:
-                endpoint = key_endpoint(_parse_entry(path.read_bytes()).key)
+                endpoint = key_endpoint(_parse_entry(path.read_bytes(), self.check).key)
             except (OSError, ValueError):
                 continue
             if endpoint is not None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from retriever.api import NO_ID
 from wikiground.errors import QueryError, WikigroundError
 from wikiground.text import clean_surrogates
 
@@ -30,13 +31,10 @@ def answer_claim(
     hops: int | None = None,
     on_the_fly: bool | None = None,
     passages: bool = False,
-    id: Any = None,
+    id: Any = NO_ID,
 ) -> dict[str, Any]:
     """One claim's output line, exactly as ``python -m retriever.query --json`` prints it (the CLI, the server and
-    the integrations all answer through here). ``id`` None leaves the line without an id key."""
-    from retriever.api import NO_ID
-
-    id = NO_ID if id is None else id
+    the integrations all answer through here). Without ``id`` the line has no id key; ``id=None`` is ``null``."""
     if multihop:
         from retriever.multihop import MultiHopParams, MultiHopRetriever
 

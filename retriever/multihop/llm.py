@@ -40,6 +40,11 @@ class PlannerLM(Protocol):
 METHODS = ("decompose", "entity_titles", "attributes", "gaps", "relevance")
 
 
+def _answer_problem(status: Any, body: Any) -> str | None:
+    """An LM answer is usable when it was recorded as a success; its shape is checked where it is read."""
+    return None if status == 200 and body is not None else f"status {status!r}, body {type(body).__name__}"
+
+
 class CachedLM:
     """Record/replay wrapper: ``record`` answers from the cache or asks and stores; ``replay`` never asks."""
 
@@ -52,7 +57,7 @@ class CachedLM:
 
         self.inner = inner
         self.mode = mode
-        self.cache = ResponseCache(Path(cache_dir))
+        self.cache = ResponseCache(Path(cache_dir), check=_answer_problem)
         self.calls = 0
         self.hits = 0
 
