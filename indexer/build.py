@@ -194,6 +194,7 @@ def _plan(
 
 def _build_into(tmp: Path, out: Path, paths: list[Path], plan: _Plan, started: float) -> dict[str, Any]:
     """Everything of the new index inside ``tmp``: the store, its build id, the channels, the manifest (last)."""
+    build_id = uuid.uuid4().hex
     ingest = _ingest(
         paths,
         tmp / STORE_FILE,
@@ -202,10 +203,9 @@ def _build_into(tmp: Path, out: Path, paths: list[Path], plan: _Plan, started: f
         progress=plan.progress,
         max_page_chars=plan.max_page_chars,
         passage_words=plan.passage_words,
+        build_info=(build_id, _iso(started)),
     )
     ingest_seconds = time.time() - started
-    build_id = uuid.uuid4().hex
-    _stamp_store(tmp / STORE_FILE, build_id, started)
     built = _build_channels(tmp, out, plan, build_id)
     finished = time.time()
     readers = ingest.pop("readers")
@@ -247,21 +247,6 @@ def _build_channels(tmp: Path, out: Path, plan: _Plan, build_id: str) -> dict[st
         built[name] = _build_one(name, tmp, progress=plan.progress, options=opts)
         _stamp_channel(tmp / name, build_id)
     return built
-
-
-def _stamp_store(db: Path, build_id: str, started: float) -> None:
-    """The build id into the store's ``build_info`` (readers check it against the manifest and the channels)."""
-    import duckdb
-
-    from indexer.schema import BUILD_INFO_DDL
-
-    con = duckdb.connect(str(db))
-    try:
-        con.execute(BUILD_INFO_DDL)
-        con.execute("INSERT INTO build_info VALUES (?, ?)", [build_id, _iso(started)])
-        con.execute("CHECKPOINT")
-    finally:
-        con.close()
 
 
 def _stamp_channel(folder: Path, build_id: str) -> None:
@@ -379,8 +364,10 @@ def _ingest(
     progress: bool,
     max_page_chars: int,
     passage_words: int,
+    build_info: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Read every input into the store; returns the writer's counts plus the readers (for their stats)."""
+    """Read every input into the store; returns the writer's counts plus the readers (for their stats).
+    ``build_info`` (build id, start time) goes into the store's ``build_info`` table."""
     from tqdm import tqdm
 
     readers: list[InputReader] = []
@@ -414,7 +401,7 @@ def _ingest(
                     f"{done:,} pages, {done / max(time.time() - start, 1e-9):,.0f} pages/s", refresh=False
                 )
         bar.update(total_bytes - bar.n)
-        result = writer.finish()
+        result = writer.finish(build_info=build_info)
     except BaseException:
         writer.close()
         raise

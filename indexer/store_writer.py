@@ -620,8 +620,12 @@ class StoreWriter:
                 )
         return InputError(f"duplicate key while loading {table} ({exc})")
 
-    def finish(self) -> dict[str, Any]:
-        """Flush, resolve redirects, create the secondary indexes, close. Returns counts."""
+    def finish(self, *, build_info: tuple[str, str] | None = None) -> dict[str, Any]:
+        """Flush, resolve redirects, create the secondary indexes, record ``build_info`` (build id, start time),
+        close. Returns counts.
+
+        The build id is written here, before the one checkpoint: opening the finished store again to add it
+        would make DuckDB rewrite the tables at the next checkpoint, nearly doubling the file."""
         import duckdb
 
         from indexer.schema import INDEXES, TABLES
@@ -642,6 +646,11 @@ class StoreWriter:
             counts["disambiguation_pages"] = self._con.execute(
                 "SELECT count(*) FROM pages WHERE is_disambiguation"
             ).fetchone()[0]
+            if build_info is not None:
+                from indexer.schema import BUILD_INFO_DDL
+
+                self._con.execute(BUILD_INFO_DDL)
+                self._con.execute("INSERT INTO build_info VALUES (?, ?)", list(build_info))
             self._con.execute("CHECKPOINT store")
         except duckdb.Error as exc:
             raise BuildError(f"{self.db_path}: finishing the store failed ({exc})") from exc
