@@ -21,7 +21,7 @@ from retriever.entities import Mention, find_mentions, missing_entities
 from retriever.fusion import DEFAULT_WEIGHTS, RRF_K, FusedPage, check_weights, fuse
 from wikiground.errors import ConfigError, IndexMissingError, QueryError
 from wikiground.layout import BUILT_CHANNELS, CHANNELS, LIVE_PASSAGE_ID_BASE, MANIFEST_FILE, PARAMS_FILE
-from wikiground.records import Evidence, Hit
+from wikiground.records import Evidence, Hit, Page, Passage
 from wikiground.text import clean_surrogates
 
 if TYPE_CHECKING:
@@ -406,38 +406,55 @@ class Retriever:
         else:
             items = [(page.best, page.ranks, [p.passage_id for p in page.passages[1:4]]) for page in pages[:k]]
         rows = self.store.passages_with_pages(p.passage_id for p, _, _ in items)
-        # Pages ingested live (the delta) keep their origin and fetch time.
-        fetched = self.store.live_fetch_times(
-            row[1].page_id for pid, row in rows.items() if pid >= LIVE_PASSAGE_ID_BASE
-        )
+        fetched = live_fetch_times(self.store, [(psg, page) for psg, page, _ in rows.values()])
         out: list[Evidence] = []
         for fp, ranks, more in items:
             if fp.passage_id not in rows:
                 continue
             psg, page, sentence_ids = rows[fp.passage_id]
-            live = psg.passage_id >= LIVE_PASSAGE_ID_BASE and page.page_id in fetched
             extra: dict[str, Any] = {"sentence_ids": sentence_ids}
             if more:
                 extra["more_passages"] = more
             out.append(
-                Evidence(
-                    title=page.title,
-                    page_id=page.page_id,
-                    passage_id=psg.passage_id,
-                    section=psg.heading_path,
-                    evidence_text=psg.text,
-                    source=psg.source,
-                    score=round(fp.score, 6),
-                    ranks=dict(ranks),
-                    url=page.url,
-                    rev_id=page.rev_id,
-                    origin="live" if live else "local",
-                    retrieved_for_entity=fp.matched,
-                    fetched_at=fetched.get(page.page_id) if live else None,
-                    extra=extra,
+                stored_evidence(
+                    psg, page, fetched, score=fp.score, ranks=ranks, retrieved_for_entity=fp.matched, extra=extra
                 )
             )
         return out
+
+
+def live_fetch_times(store: Store, found: Iterable[tuple[Passage, Page]]) -> dict[int, str | None]:
+    """Fetch times of the pages among ``found`` that were ingested live (the delta): one query for them all."""
+    return store.live_fetch_times(page.page_id for psg, page in found if psg.passage_id >= LIVE_PASSAGE_ID_BASE)
+
+
+def stored_evidence(
+    psg: Passage,
+    page: Page,
+    fetched: Mapping[int, str | None],
+    *,
+    score: float,
+    ranks: Mapping[str, int],
+    **fields: Any,
+) -> Evidence:
+    """Evidence for a passage of the store. A page ingested live (the delta) keeps ``origin: live`` and its fetch
+    time (``fetched``, from :func:`live_fetch_times`); the others are ``local``."""
+    live = psg.passage_id >= LIVE_PASSAGE_ID_BASE and page.page_id in fetched
+    return Evidence(
+        title=page.title,
+        page_id=page.page_id,
+        passage_id=psg.passage_id,
+        section=psg.heading_path,
+        evidence_text=psg.text,
+        source=psg.source,
+        score=round(score, 6),
+        ranks=dict(ranks),
+        url=page.url,
+        rev_id=page.rev_id,
+        origin="live" if live else "local",
+        fetched_at=fetched.get(page.page_id) if live else None,
+        **fields,
+    )
 
 
 def _open_store(d: Path, channels: str | Sequence[str] | None) -> tuple[Store, tuple[str, ...]]:

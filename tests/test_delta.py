@@ -106,6 +106,13 @@ def test_a_rebuild_keeps_the_delta(local_index, remote_pages, caplog):
     assert any("carried 1 live delta segment" in rec.getMessage() for rec in caplog.records)
     res = offline_search(local_index, "Mogadishu is a city.")
     assert [e.origin for e in res.evidence if e.title == "Mogadishu"] == ["live"]
+    # Multi-hop evidence from the delta is labelled the same way (it said "local" whatever the page's origin).
+    from retriever.multihop import MultiHopRetriever
+
+    with Retriever.open(local_index) as r:
+        hops = MultiHopRetriever(r).search("Mogadishu is a city.")
+    mogadishu = [e for e in hops.evidence if e.title == "Mogadishu"]
+    assert mogadishu and all(e.origin == "live" and e.fetched_at for e in mogadishu)
 
 
 def test_concurrent_writer_processes_lose_nothing(local_index, remote_pages, tmp_path):

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from retriever.api import NO_ID, output_line
+from retriever.api import NO_ID, live_fetch_times, output_line, stored_evidence
 from retriever.entities import find_mentions
 from retriever.fusion import fuse
 from retriever.multihop.bridges import find_bridges
@@ -270,9 +270,11 @@ class MultiHopRetriever:
     def _evidence(self, final: Sequence[Candidate]) -> list[Evidence]:
         psgs = self.store.passages({c.passage_id for c in final})
         pages = self.store.pages({c.page_id for c in final})
+        found = {c.passage_id: (psgs.get(c.passage_id), pages.get(c.page_id)) for c in final}
+        fetched = live_fetch_times(self.store, [(psg, page) for psg, page in found.values() if psg and page])
         out: list[Evidence] = []
         for c in final:
-            psg, page = psgs.get(c.passage_id), pages.get(c.page_id)
+            psg, page = found[c.passage_id]
             if psg is None or page is None:
                 continue
             extra: dict[str, Any] = {
@@ -281,23 +283,7 @@ class MultiHopRetriever:
             }
             if c.parents:
                 extra["via"] = sorted(c.parents, key=lambda t: (-c.parents[t], t))[0]
-            out.append(
-                Evidence(
-                    title=page.title,
-                    page_id=page.page_id,
-                    passage_id=psg.passage_id,
-                    section=psg.heading_path,
-                    evidence_text=psg.text,
-                    source=psg.source,
-                    score=round(c.score, 6),
-                    ranks=dict(c.ranks),
-                    url=page.url,
-                    rev_id=page.rev_id,
-                    origin="local",
-                    hop=c.hop,
-                    extra=extra,
-                )
-            )
+            out.append(stored_evidence(psg, page, fetched, score=c.score, ranks=c.ranks, hop=c.hop, extra=extra))
         return out
 
 
