@@ -25,7 +25,7 @@ SHARED  ?= ../shared/data
 HOST    ?= 127.0.0.1
 PORT    ?= 8765
 
-.PHONY: install index query serve lint format test test-slow bench clean distclean sample
+.PHONY: install install-distributed index query serve lint format test test-slow bench bench-scale clean distclean sample
 
 install: $(STAMP)
 
@@ -37,6 +37,11 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m pip install --quiet -r requirements.lock
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
+
+# Ray Data for `indexer.embed --engine ray` (requirements.lock pins it too, so that `make test` runs its test);
+# on a cluster node without the lock: pip install 'wikiground[distributed]'.
+install-distributed: $(STAMP)
+	$(PY) -m pip install --quiet "ray[data]==2.60.0"
 
 sample: $(DEFAULT_DUMP)
 
@@ -79,6 +84,13 @@ test-slow: $(STAMP)
 
 bench: $(STAMP) $(DEFAULT_DUMP)
 	$(PY) -m benchmarks.run --shared $(SHARED)
+
+# Issue 21's scale run: synthetic enwiki-shaped dumps of ~0.5M and ~1M passages (no download), built and queried
+# (~30 min on 2 cores; SCALE_OUT needs ~10 GB). SIZES=20k for a quick smoke run.
+SIZES     ?= 0.5M,1M
+SCALE_OUT ?= benchmarks/out/scale
+bench-scale: $(STAMP)
+	$(PY) -m benchmarks.bench_scale --shared $(SHARED) --sizes $(SIZES) --out $(SCALE_OUT)
 
 clean:
 	rm -rf .pytest_cache build *.egg-info

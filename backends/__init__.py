@@ -1,7 +1,7 @@
-"""Search channels, one module each (``bm25``, ``dense``, ``tfidf``, ``title``), every one a :class:`Backend`.
+"""Search channels, one module each (``bm25``, ``dense``, ``tfidf``, ``title``, ``kg``), every one a :class:`Backend`.
 
 A built channel's module has ``build(db_path, out_dir, **options)`` (store -> channel folder) and
-``load(folder)`` (channel folder -> backend); the title channel reads the store and builds nothing. The
+``load(folder)`` (channel folder -> backend); the title and kg channels read the store and build nothing. The
 modules import one another not at all; this package names them, so callers hold no module strings.
 Heavy libraries (the JVM, torch, FAISS, scikit-learn) load inside the module that needs them, on use.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from wikiground.errors import ConfigError, IndexChangedError, IndexCorruptError, WikigroundError
-from wikiground.layout import BUILT_CHANNELS, CHANNELS, PARAMS_FILE, channel_dir
+from wikiground.layout import BUILT_CHANNELS, CHANNELS, PARAMS_FILE, STORE_CHANNELS, channel_dir
 
 if TYPE_CHECKING:
     from indexer.store import Store
@@ -57,6 +57,8 @@ def _module(channel: str) -> Any:
         from backends import tfidf as module
     elif channel == "title":
         from backends import title as module
+    elif channel == "kg":
+        from backends import kg as module
     else:
         raise ConfigError(f"unknown channel {channel!r}: choose from {', '.join(CHANNELS)}")
     return module
@@ -78,8 +80,8 @@ def load(channel: str, index_dir: Path, *, store: Store | None = None) -> Backen
     A file shorter or longer than its build recorded, or one the channel's reader cannot parse, is
     :class:`IndexCorruptError` naming it.
     """
-    if channel == "title":
-        return _module("title").load(index_dir, store=store)
+    if channel in STORE_CHANNELS:  # served from the store: no folder to check
+        return _module(channel).load(index_dir, store=store)
     folder = channel_dir(index_dir, channel)
     before = _stamp(folder)
     expected = getattr(store, "build_id", None)

@@ -24,6 +24,7 @@ from typing import Any
 from wikiground.errors import BuildError, IndexCorruptError, IndexMissingError, QueryError, WikigroundError
 from wikiground.layout import PARAMS_FILE, atomic_write_json, read_params, swap_folder
 from wikiground.records import Hit
+from wikiground.text import clean_surrogates
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +205,15 @@ class BM25Backend:
         return []
 
     def search_batch(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
-        """``search`` for many queries at once, run on ``threads`` Java threads; results in input order."""
+        """``search`` for many queries at once; results in input order, each list equal to ``search``'s.
+
+        One call into Java: Anserini's ``batch_search_fields`` runs the queries on a Java work-stealing pool, one
+        Lucene search per task on every core (its ``threads`` argument is passed on, though the pool of the
+        Anserini bundled here sizes itself by the cores). Those Java threads are Anserini's own batch mode; calls into
+        the searcher from several Python threads at once went wrong (see ``__init__``), so the batch and the reading
+        of its hits hold the lock as one search does. pyjnius attaches the calling thread to the JVM on its first
+        call.
+        """
         searcher = self._open_searcher()
         k = _check_k(k)
         texts = [prepare_query(q) for q in queries]
@@ -216,14 +225,17 @@ class BM25Backend:
         for i in todo:
             jqueries.add(texts[i])
             jqids.add(str(i))
-        try:
-            answers = searcher.batch_search_fields(jqueries, jqids, k, self.threads, self._fields)
-        except Exception as exc:  # one over-long query fails the whole batch: answer one by one
-            log.debug("bm25 batch failed (%s); searching queries one by one", exc)
-            return [self.search(q, k) if text else [] for q, text in zip(queries, texts)]
-        for entry in answers.entrySet().toArray():
-            results[int(entry.getKey())] = self._hits(entry.getValue())
-        return results
+        with self._lock:
+            try:
+                answers = searcher.batch_search_fields(jqueries, jqids, k, self.threads, self._fields)
+            except Exception as exc:  # one over-long query fails the whole batch: answer one by one
+                log.debug("bm25 batch failed (%s); searching queries one by one", exc)
+                answers = None
+            if answers is not None:
+                for entry in answers.entrySet().toArray():
+                    results[int(entry.getKey())] = self._hits(entry.getValue())
+                return results
+        return [self.search(q, k) if text else [] for q, text in zip(queries, texts)]
 
     def close(self) -> None:
         """Release the Lucene reader; the backend cannot search afterwards."""
@@ -257,11 +269,12 @@ def prepare_query(query: str) -> str:
     """The query text handed to Lucene: whitespace-normalised and cut to a sane length.
 
     Anserini's bag-of-words generator analyses the text rather than parsing Lucene syntax, so
-    quotes, colons, brackets, ``AND`` or ``*`` are plain characters and need no escaping.
+    quotes, colons, brackets, ``AND`` or ``*`` are plain characters and need no escaping. A lone surrogate,
+    which Java's UTF-16 cannot carry, becomes U+FFFD.
     """
     if not isinstance(query, str):
         raise QueryError(f"bm25: query must be a string, not {type(query).__name__}")
-    tokens = query.split()[:MAX_QUERY_TERMS]
+    tokens = clean_surrogates(query).split()[:MAX_QUERY_TERMS]
     return " ".join(tokens)[:MAX_QUERY_CHARS]
 
 

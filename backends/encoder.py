@@ -11,8 +11,11 @@ version and sha256. Two backends produce the same vectors (cosine > 0.9999):
 
 ``auto`` picks ``onnx`` and falls back to ``torch`` when the ONNX model cannot be exported or
 loaded: both encode at about the same rate, but onnx loads far faster, which matters for query
-processes (benchmarks/bench_encoder.py measures both). int8 quantisation needs the ``onnx`` package:
-not used.
+processes (benchmarks/bench_encoder.py measures both).
+
+``OnnxEncoder(..., int8=True)`` runs the same graph with its weights quantised to int8 by onnxruntime's
+dynamic quantisation (needs the ``onnx`` package). It is not a backend: it is faster, but its vectors
+disagree with fp32 too often for the index (benchmarks/bench_encoder.py measures both).
 """
 
 from __future__ import annotations
@@ -143,19 +146,19 @@ def model_info(backend: str) -> dict:
 
 
 class TorchEncoder:
-    """sentence-transformers on CPU."""
+    """sentence-transformers on CPU (or ``device``, e.g. "cuda" on a GPU worker)."""
 
     backend = "torch"
     dim = DIM
 
-    def __init__(self, path: Path, *, threads: int):
+    def __init__(self, path: Path, *, threads: int, device: str = "cpu"):
         _offline()
         import torch
         from sentence_transformers import SentenceTransformer
 
         torch.set_num_threads(threads)
         try:
-            self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+            self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
         except Exception as exc:  # noqa: BLE001 - any loader failure is a model error to us
             raise ModelError(f"{path}: cannot load the sentence-transformers model: {exc}") from exc
         self._model.max_seq_length = MAX_SEQ_LENGTH
@@ -179,7 +182,7 @@ def _export_without_onnx_package() -> Iterator[None]:
 
     torch 2.13 re-parses the exported bytes with ``onnx`` only to splice in onnxscript custom
     functions; our graph has none (no custom opsets), so that step is the identity. The
-    ``onnx`` package is not in requirements.lock, hence this narrow patch (restored after).
+    ``onnx`` package is optional (the ``bench`` extra), hence this narrow patch (restored after).
     """
     try:
         import onnx  # noqa: F401
@@ -244,10 +247,35 @@ def export_onnx(path: Path, target: Path) -> Path:
     return target
 
 
-def onnx_model_path(*, cache: Path | None = None) -> Path:
-    """Cached ONNX file for the pinned weights (keyed by their sha256 and the opset)."""
+def onnx_model_path(*, cache: Path | None = None, int8: bool = False) -> Path:
+    """Cached ONNX file for the pinned weights (keyed by their sha256 and the opset); ``int8``: the quantised one."""
     root = Path(cache) if cache is not None else cache_dir()
-    return root / "onnx" / f"all-MiniLM-L6-v2-{WEIGHTS_SHA256[:16]}-opset{ONNX_OPSET}.onnx"
+    suffix = "-int8" if int8 else ""
+    return root / "onnx" / f"all-MiniLM-L6-v2-{WEIGHTS_SHA256[:16]}-opset{ONNX_OPSET}{suffix}.onnx"
+
+
+def quantize_onnx(source: Path, target: Path) -> Path:
+    """int8 dynamic quantisation (weights int8, activations quantised at run time) of ``source``, atomically."""
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as exc:
+        raise ModelError(f"{target}: int8 quantisation needs the onnx package: {exc}") from exc
+    target.parent.mkdir(parents=True, exist_ok=True)
+
+    def quiet(record: logging.LogRecord) -> bool:  # its advice to pre-process goes to the root logger
+        return "onnxruntime" not in record.pathname
+
+    root = logging.getLogger()
+    root.addFilter(quiet)
+    try:
+        with atomic_path(target) as tmp:
+            quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8)
+    except Exception as exc:  # noqa: BLE001 - any quantiser failure is a model error to us
+        raise ModelError(f"{target}: int8 quantisation of {source} failed: {exc}") from exc
+    finally:
+        root.removeFilter(quiet)
+    log.info("quantised %s to int8 at %s", source, target)
+    return target
 
 
 class OnnxEncoder:
@@ -256,13 +284,18 @@ class OnnxEncoder:
     backend = "onnx"
     dim = DIM
 
-    def __init__(self, path: Path, *, threads: int, cache: Path | None = None):
+    def __init__(self, path: Path, *, threads: int, cache: Path | None = None, int8: bool = False):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
         onnx_path = onnx_model_path(cache=cache)
         if not onnx_path.exists():
             export_onnx(path, onnx_path)
+        if int8:
+            self.backend = "onnx-int8"
+            fp32_path, onnx_path = onnx_path, onnx_model_path(cache=cache, int8=True)
+            if not onnx_path.exists():
+                quantize_onnx(fp32_path, onnx_path)
         tok = Tokenizer.from_file(str(path / "tokenizer.json"))
         # tokenizer.json pads to a fixed 128; sentence-transformers truncates at 256 and pads to the longest.
         tok.enable_truncation(max_length=MAX_SEQ_LENGTH)
@@ -296,16 +329,19 @@ class OnnxEncoder:
         return out
 
 
-def load_encoder(*, backend: str = "auto", threads: int | None = None, cache: Path | None = None) -> Encoder:
-    """The pinned MiniLM encoder on ``backend`` ("auto" | "torch" | "onnx") with ``threads`` CPU threads."""
+def load_encoder(
+    *, backend: str = "auto", threads: int | None = None, cache: Path | None = None, device: str = "cpu"
+) -> Encoder:
+    """The pinned MiniLM encoder on ``backend`` ("auto" | "torch" | "onnx") with ``threads`` CPU
+    threads; ``device`` other than "cpu" (a GPU worker) means torch there."""
     if backend not in BACKENDS:
         raise ConfigError(f"unknown encoder backend {backend!r}; expected one of {', '.join(BACKENDS)}")
     n = threads if threads is not None else default_threads()
     if n < 1:
         raise ConfigError(f"threads must be >= 1, got {n}")
     path = model_dir()
-    if backend == "torch":
-        return TorchEncoder(path, threads=n)
+    if backend == "torch" or device != "cpu":
+        return TorchEncoder(path, threads=n, device=device)
     if backend == "onnx":
         return OnnxEncoder(path, threads=n, cache=cache)
     try:

@@ -1,39 +1,46 @@
-"""TF-IDF retrieval (scikit-learn, word uni+bigrams, sublinear tf) stored as plain files.
+"""TF-IDF retrieval (scikit-learn, hashed word uni+bigrams, sublinear tf) stored as term-major postings.
 
-Folder layout (``out_dir``): ``matrix.npz`` (scipy sparse, CSC, float32, L2-normalised rows;
-row = passage id), ``vocabulary.json`` (term -> column), ``idf.npy``, the passage table
-files (see passage_table.py) and ``params.json`` (written last). No pickle.
+Folder layout (``out_dir``): the postings files of tfidf_postings.py (``buckets.npy``, ``idf.npy``,
+``indptr.npy``, ``indices.npy``, ``data.npy``), the passage table files (see passage_table.py) and
+``params.json`` (written last). No pickle, no vocabulary: a term is its hash bucket. Every array is
+memory-mapped on open, so the query process holds only what queries touch.
 
-Queries are vectorised with the same scikit-learn analyzer and the stored idf, then scored
-by gathering only the query terms' columns (CSC): no dense N-vector, no densified matrix.
+A query is hashed with the same HashingVectorizer, weighted with the stored idf and L2-normalised, then scored
+by walking its terms' postings into an accumulator. It reads at most ``posting_budget`` postings: short lists
+are read whole, and a list longer than its share of what is left (a stop word's, spanning much of the corpus)
+is read from its high-weight end only, since postings are impact-ordered.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
+import os
+import threading
 import time
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from backends import tfidf_postings as postings
 from backends.passage_table import FILES as TABLE_FILES
-from backends.passage_table import PassageTable, connect, passage_count, save_npy
+from backends.passage_table import PassageTable, connect, passage_count
 from backends.passage_table import write as write_table
 from wikiground.errors import BuildError, IndexCorruptError, QueryError
-from wikiground.layout import PARAMS_FILE, atomic_path, atomic_write_json, channel_folder, read_params
+from wikiground.layout import PARAMS_FILE, atomic_write_json, channel_folder, read_params
 from wikiground.records import Hit
 
 log = logging.getLogger(__name__)
 
 NAME = "tfidf"
-FORMAT_VERSION = 1
-MIN_DF_LARGE_CORPUS = 100_000  # from this many passages, bigrams seen once are dropped (min_df=2)
-BATCH_ROWS = 20_000
-# The vectorizer's settings; the query side rebuilds its analyzer from these.
+FORMAT_VERSION = 2
+MIN_DF_LARGE_CORPUS = 100_000  # from this many passages, n-grams seen once are dropped (min_df=2)
+BATCH_ROWS = 20_000  # passages hashed at a time
+PARALLEL_MIN_PASSAGES = 50_000  # from this many passages, hashing runs in worker processes
+POSTING_BUDGET = 200_000  # postings one query reads at most
+BATCH_THREADS = max(1, min(4, os.cpu_count() or 1))
+# The vectorizer's settings; the query side rebuilds its hasher from these.
 ANALYZER_PARAMS = {
     "lowercase": True,
     "strip_accents": "unicode",
@@ -41,39 +48,35 @@ ANALYZER_PARAMS = {
     "token_pattern": r"(?u)\b\w\w+\b",
     "analyzer": "word",
 }
+_EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
 
 
-def _analyzer(params: dict):
-    from sklearn.feature_extraction.text import TfidfVectorizer
+def _batches(con, db_path: Path, n: int):
+    """The passages' texts (title-prefixed, like the dense index), ``BATCH_ROWS`` at a time, in passage id order.
 
-    p = dict(params)
-    p["ngram_range"] = tuple(p["ngram_range"])
-    return TfidfVectorizer(**p).build_analyzer()
-
-
-def _documents(con, db_path: Path):
+    One query per id range: an ORDER BY over the whole table would make DuckDB sort every text in memory.
+    """
     from backends.encoder import passage_text
 
-    reader = con.sql("SELECT passage_id, title, heading_path, text FROM passages ORDER BY passage_id").to_arrow_reader(
-        BATCH_ROWS
+    sql = (
+        "SELECT passage_id, title, heading_path, text FROM passages "
+        "WHERE passage_id >= ? AND passage_id < ? ORDER BY passage_id"
     )
-    expect = 0
-    for batch in reader:
+    for lo in range(0, n, BATCH_ROWS):
+        hi = min(n, lo + BATCH_ROWS)
+        batch = con.sql(sql, params=[lo, hi]).to_arrow_table()
         ids = batch.column(0).to_numpy()
-        if len(ids) and (ids[0] != expect or ids[-1] != expect + len(ids) - 1):
-            raise BuildError(f"{db_path}: passage ids are not dense near {expect}")
-        expect += len(ids)
-        for title, heading, text in zip(
-            batch.column(1).to_pylist(), batch.column(2).to_pylist(), batch.column(3).to_pylist()
-        ):
-            yield passage_text(title, heading, text)
+        if len(ids) != hi - lo or (len(ids) and (ids[0] != lo or ids[-1] != hi - 1)):
+            raise BuildError(f"{db_path}: passage ids are not dense in {lo}..{hi - 1}")
+        cols = (batch.column(1).to_pylist(), batch.column(2).to_pylist(), batch.column(3).to_pylist())
+        yield [passage_text(t, h, x) for t, h, x in zip(*cols)]
 
 
-def _save_npz(path: Path, matrix) -> None:
-    import scipy.sparse
-
-    with atomic_path(path, suffix=".part.npz") as tmp:  # save_npz appends .npz to names lacking it
-        scipy.sparse.save_npz(tmp, matrix, compressed=False)
+def _counted(batches, bar):
+    """The batches, each counted on the progress bar as it passes."""
+    for batch in batches:
+        bar.update(len(batch))
+        yield batch
 
 
 def build(
@@ -82,14 +85,19 @@ def build(
     *,
     progress: bool = False,
     min_df: int | None = None,
-    max_df: float = 1.0,
-    max_features: int | None = None,
+    workers: int | None = None,
+    n_features: int = postings.N_FEATURES,
 ) -> dict:
-    """Fit TF-IDF over every passage (title-prefixed, like the dense index) and write the folder.
+    """Hash every passage's uni+bigrams, weight them and write the postings folder, in bounded memory.
 
-    ``min_df`` defaults to 1 below ``MIN_DF_LARGE_CORPUS`` passages and 2 above, where
-    once-seen bigrams would dominate the vocabulary.
+    ``min_df`` defaults to 1 below ``MIN_DF_LARGE_CORPUS`` passages and 2 above, where buckets holding
+    only once-seen n-grams would dominate the postings. ``workers`` hashing processes (default: one per core,
+    up to 4, from ``PARALLEL_MIN_PASSAGES`` passages on; 1 hashes in this process). ``n_features``: hash
+    buckets, a power of two.
     """
+    import sklearn
+    from tqdm import tqdm
+
     t0 = time.perf_counter()
     db_path, out_dir = Path(db_path), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -99,67 +107,37 @@ def build(
         n = passage_count(con, db_path)
         if min_df is None:
             min_df = 1 if n < MIN_DF_LARGE_CORPUS else 2
-        params = dict(
-            ANALYZER_PARAMS,
-            sublinear_tf=True,
-            norm="l2",
-            min_df=min_df,
-            max_df=max_df,
-            max_features=max_features,
-            dtype="float32",
-        )
-        matrix, vocab, idf = _fit(con, db_path, n, params, progress=progress)
+        if workers is None:
+            workers = BATCH_THREADS if n >= PARALLEL_MIN_PASSAGES else 1
+        params = dict(ANALYZER_PARAMS, sublinear_tf=True, norm="l2", smooth_idf=True, min_df=min_df, dtype="float32")
+        params["n_features"] = int(n_features)
+        with tqdm(total=n, unit="passage", desc="tfidf", disable=not progress) as bar:
+            batches = _counted(_batches(con, db_path, n), bar)
+            counts = postings.build_postings(
+                batches, out_dir, params, n=n, min_df=min_df, spill_entries=postings.SPILL_ENTRIES, workers=workers
+            )
         write_table(con, db_path, out_dir)
     finally:
         con.close()
-    meta = _save(out_dir, matrix, vocab, idf, count=n, params=params, seconds=time.perf_counter() - t0)
+    meta = {
+        "type": NAME,
+        "format_version": FORMAT_VERSION,
+        "count": n,
+        "terms": counts["terms"],
+        "nnz": counts["nnz"],
+        "layout": "term-major postings, impact-ordered",
+        "sklearn_version": sklearn.__version__,
+        "vectorizer": params,
+        "build_seconds": round(time.perf_counter() - t0, 2),
+    }
+    atomic_write_json(out_dir / PARAMS_FILE, meta, sort_keys=True)
     return {
         "type": NAME,
-        "engine": f"scikit-learn {meta['sklearn_version']} TfidfVectorizer",
+        "engine": f"scikit-learn {meta['sklearn_version']} HashingVectorizer",
         "params": meta,
         "documents": n,
         "build_seconds": meta["build_seconds"],
     }
-
-
-def _fit(con, db_path: Path, n: int, params: dict, *, progress: bool):
-    """The passage matrix (CSC, float32), the vocabulary (term -> column) and the idf of ``n`` passages."""
-    import scipy.sparse
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from tqdm import tqdm
-
-    if not n:
-        return scipy.sparse.csc_matrix((0, 0), dtype=np.float32), {}, np.zeros(0, dtype=np.float32)
-    vec = TfidfVectorizer(**{**params, "ngram_range": tuple(params["ngram_range"]), "dtype": np.float32})
-    docs = tqdm(_documents(con, db_path), total=n, unit="passage", desc="tfidf", disable=not progress)
-    try:
-        matrix = vec.fit_transform(docs)
-    except ValueError as exc:  # e.g. "empty vocabulary": every passage is stop words / punctuation
-        raise BuildError(f"{db_path}: TF-IDF fit failed: {exc}") from exc
-    vocab = {term: int(col) for term, col in vec.vocabulary_.items()}
-    return matrix.tocsc().astype(np.float32), vocab, vec.idf_.astype(np.float32)
-
-
-def _save(out_dir: Path, matrix, vocab: dict, idf, *, count: int, params: dict, seconds: float) -> dict:
-    """Write the matrix, vocabulary and idf, then ``params.json`` last; returns the params."""
-    import sklearn
-
-    _save_npz(out_dir / "matrix.npz", matrix)
-    atomic_write_json(out_dir / "vocabulary.json", vocab, sort_keys=True)
-    save_npy(out_dir / "idf.npy", idf)
-    meta = {
-        "type": NAME,
-        "format_version": FORMAT_VERSION,
-        "count": count,
-        "vocabulary_size": len(vocab),
-        "nnz": int(matrix.nnz),
-        "layout": "csc",
-        "sklearn_version": sklearn.__version__,
-        "vectorizer": params,
-        "build_seconds": round(seconds, 2),
-    }
-    atomic_write_json(out_dir / PARAMS_FILE, meta, sort_keys=True)
-    return meta
 
 
 def load(index_dir: Path) -> TfidfBackend:
@@ -167,110 +145,201 @@ def load(index_dir: Path) -> TfidfBackend:
     return TfidfBackend(channel_folder(index_dir, NAME))
 
 
+def _read_params(folder: Path) -> dict:
+    """params.json, with a clear word for a folder of the earlier format (a vocabulary and a whole matrix)."""
+    try:
+        return read_params(folder, NAME, FORMAT_VERSION, required=("count", "vectorizer"))
+    except IndexCorruptError as exc:
+        try:
+            found = json.loads((folder / PARAMS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise exc from None
+        if isinstance(found, dict) and found.get("type") == NAME and found.get("format_version") == 1:
+            raise IndexCorruptError(
+                f"{folder}: TF-IDF index of format 1 (vocabulary.json + matrix.npz), which this version no longer "
+                f"reads (it needs format {FORMAT_VERSION}, hashed postings): rebuild the index "
+                "(python -m indexer build ... --indexes tfidf)"
+            ) from exc
+        raise
+
+
+def _load_arrays(folder: Path) -> dict[str, np.ndarray]:
+    arrays = {}
+    for name in postings.FILES:
+        try:
+            arrays[name[:-4]] = np.load(folder / name, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise IndexCorruptError(f"{folder / name}: TF-IDF index unreadable: {exc}") from exc
+    terms, nnz = len(arrays["buckets"]), len(arrays["indices"])
+    if len(arrays["idf"]) != terms or len(arrays["indptr"]) != terms + 1 or len(arrays["data"]) != nnz:
+        raise IndexCorruptError(f"{folder}: buckets / idf / indptr / indices / data sizes disagree")
+    if terms and int(arrays["indptr"][-1]) != nnz:
+        raise IndexCorruptError(f"{folder / 'indptr.npy'}: ends at {int(arrays['indptr'][-1])}, not at {nnz}")
+    return arrays
+
+
+def water_fill(lengths: np.ndarray, budget: int) -> np.ndarray:
+    """How many postings to read of each list: all when they fit ``budget``, else an equal share of what the
+    shorter lists leave, so the longest lists are cut first and the total stays within ``budget``."""
+    if int(lengths.sum()) <= budget:
+        return lengths
+    take = np.zeros_like(lengths)
+    left = budget
+    order = np.argsort(lengths, kind="stable")
+    for i, j in enumerate(order):
+        take[j] = min(int(lengths[j]), left // (len(order) - i))
+        left -= int(take[j])
+    return take
+
+
 class TfidfBackend:
     """Cosine between L2-normalised TF-IDF vectors of the query and each passage."""
 
     name = NAME
 
-    def __init__(self, folder: Path):
-        import scipy.sparse
-
+    def __init__(self, folder: Path, *, posting_budget: int | None = None):
         self.folder = folder
-        self.params = read_params(folder, NAME, FORMAT_VERSION)
-        try:
-            with open(folder / "vocabulary.json", encoding="utf-8") as f:
-                self.vocabulary: dict[str, int] = json.load(f)
-            self.idf = np.load(folder / "idf.npy", allow_pickle=False)
-            self.matrix = scipy.sparse.load_npz(folder / "matrix.npz").tocsc()
-        except (OSError, ValueError) as exc:
-            raise IndexCorruptError(f"{folder}: TF-IDF index unreadable: {exc}") from exc
+        self.params = _read_params(folder)
+        for name, array in _load_arrays(folder).items():
+            setattr(self, name, array)  # buckets, idf, indptr, indices, data: np.memmap
+            # A plain ndarray view of the same map for the hot path: memmap's __getitem__ costs more than a lookup.
+            setattr(self, f"_{name}", np.asarray(array))
         missing = [f for f in TABLE_FILES if not (folder / f).is_file()]
         if missing:
             raise IndexCorruptError(f"{folder}: missing {', '.join(missing)}")
         self.table = PassageTable(folder)
-        n = self.params["count"]
-        if self.matrix.shape[0] != n or len(self.table) != n or len(self.idf) != len(self.vocabulary):
-            raise IndexCorruptError(f"{folder}: matrix / idf / vocabulary / passage table sizes disagree")
-        self._analyze = _analyzer(self.params["vectorizer"]) if n else (lambda text: [])
-        self._sublinear = bool(self.params["vectorizer"].get("sublinear_tf", True))
+        for attr in ("page_of", "page_ids", "offsets"):
+            setattr(self.table, attr, np.asarray(getattr(self.table, attr)))
+        if len(self.table) != self.params["count"]:
+            raise IndexCorruptError(f"{folder}: the passage table and params.json count disagree")
+        self.posting_budget = POSTING_BUDGET if posting_budget is None else int(posting_budget)
+        vec = self.params["vectorizer"]
+        self._hasher = postings.hasher(vec)
+        self._token_hasher = postings.token_hasher(vec)
+        self._sublinear = bool(vec.get("sublinear_tf", True))
+        self._local = threading.local()  # one score accumulator per thread
         self._max_idf: float | None = None  # idf_of's score of an unseen term, computed on first use
 
     def __len__(self) -> int:
         return int(self.params["count"])
 
-    def vectorize(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """(columns, weights) of the L2-normalised TF-IDF vector of ``text`` (terms outside the vocabulary dropped)."""
-        counts = Counter(t for t in self._analyze(text) if t in self.vocabulary)
-        if not counts:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        cols = np.fromiter((self.vocabulary[t] for t in counts), dtype=np.int64, count=len(counts))
-        tf = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+    def close(self) -> None:
+        """Nothing to release but the memory maps, which go with the last reference."""
+
+    def _term_ids(self, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Term ids of the hash ``buckets`` this index holds, and a mask of those it holds."""
+        if not len(self._buckets):
+            return np.zeros(len(buckets), dtype=np.int64), np.zeros(len(buckets), dtype=bool)
+        pos = np.minimum(np.searchsorted(self._buckets, buckets), len(self._buckets) - 1)
+        return pos.astype(np.int64), self._buckets[pos] == buckets
+
+    def _weights(self, buckets: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(term ids, weights) of one hashed text: sublinear tf x idf, L2-normalised over the held terms."""
+        tids, held = self._term_ids(buckets)
+        if not held.any():
+            return _EMPTY
+        tids, tf = tids[held], counts[held].astype(np.float64)
         if self._sublinear:
             tf = 1.0 + np.log(tf)
-        w = tf * self.idf[cols]
-        norm = math.sqrt(float(w @ w))
-        order = np.argsort(cols)
-        return cols[order], (w[order] / norm).astype(np.float32)
+        w = tf * self._idf[tids]
+        order = np.argsort(tids)
+        return tids[order], (w[order] / np.sqrt(w @ w)).astype(np.float32)
 
-    def _scores(self, cols: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Passage ids with a non-zero score and their scores, from the query terms' columns only."""
-        m = self.matrix
-        starts, ends = m.indptr[cols], m.indptr[cols + 1]
-        lengths = ends - starts
-        if not lengths.sum():
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        rows = np.concatenate([m.indices[a:b] for a, b in zip(starts, ends)])
-        vals = np.concatenate([m.data[a:b] for a, b in zip(starts, ends)]) * np.repeat(weights, lengths)
-        ids, inverse = np.unique(rows, return_inverse=True)
-        return ids.astype(np.int64), np.bincount(inverse, weights=vals).astype(np.float32)
+    def vectorize_many(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`vectorize` of each text (a non-string gets an empty vector)."""
+        if not texts:
+            return []
+        x = self._hasher.transform([t if isinstance(t, str) else "" for t in texts])
+        return [self._weights(x.indices[a:b], x.data[a:b]) for a, b in zip(x.indptr[:-1], x.indptr[1:])]
+
+    def vectorize(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(term ids, weights) of the L2-normalised TF-IDF vector of ``text`` (buckets no passage filled dropped)."""
+        return self.vectorize_many([text])[0]
+
+    def _accumulator(self) -> np.ndarray:
+        acc = getattr(self._local, "acc", None)
+        if acc is None:
+            acc = self._local.acc = np.zeros(len(self), dtype=np.float32)  # zero pages cost nothing until touched
+        return acc
+
+    def _scores(self, tids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Passage ids with a non-zero score and their scores, reading at most ``posting_budget`` postings."""
+        ends = self._indptr[tids + 1]
+        take = water_fill(ends - self._indptr[tids], self.posting_budget)
+        acc = self._accumulator()
+        fresh = []
+        try:
+            for end, count, w in zip(ends.tolist(), take.tolist(), weights.tolist()):
+                if not count:
+                    continue
+                rows = self._indices[end - count : end]  # the list's high-weight end
+                cur = acc[rows]
+                fresh.append(rows[cur == 0])  # a passage's first term: weights are > 0, so 0 means untouched
+                acc[rows] = cur + self._data[end - count : end] * np.float32(w)
+            ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int32)
+            scores = acc[ids]
+            acc[ids] = 0  # clean for the next query
+        except BaseException:
+            self._local.acc = None  # interrupted half-way: never reuse a dirty accumulator
+            raise
+        return ids.astype(np.int64), scores
+
+    def _top(self, vector: tuple[np.ndarray, np.ndarray], k: int) -> list[Hit]:
+        if not len(vector[0]) or k == 0:
+            return []
+        ids, scores = self._scores(*vector)
+        if len(ids) > k:
+            top = np.argpartition(-scores, k - 1)[:k]
+            ids, scores = ids[top], scores[top]
+        order = np.lexsort((ids, -scores))  # ties by passage id: deterministic
+        ids, scores = ids[order].tolist(), scores[order].tolist()
+        pages = self.table.page_of[ids].tolist()
+        return [
+            Hit(passage_id=i, page_id=p, score=s, rank=r + 1, channel=NAME, title=self.table.title(i))
+            for r, (i, p, s) in enumerate(zip(ids, pages, scores))
+        ]
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         if k < 0:
             raise QueryError(f"k must be >= 0, got {k}")
         if not isinstance(query, str) or k == 0:
             return []
-        cols, weights = self.vectorize(query)
-        if not len(cols):
-            return []
-        ids, scores = self._scores(cols, weights)
-        if len(ids) > k:
-            top = np.argpartition(-scores, k - 1)[:k]
-            ids, scores = ids[top], scores[top]
-        order = np.lexsort((ids, -scores))  # ties by passage id: deterministic
-        return [
-            Hit(
-                passage_id=int(ids[i]),
-                page_id=self.table.page_id(int(ids[i])),
-                score=float(scores[i]),
-                rank=r + 1,
-                channel=NAME,
-                title=self.table.title(int(ids[i])),
-            )
-            for r, i in enumerate(order)
-        ]
+        return self._top(self.vectorize(query), k)
 
-    def search_batch(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
-        return [self.search(q, k) for q in queries]
+    def search_batch(self, queries: list[str], k: int = 10, *, threads: int | None = None) -> list[list[Hit]]:
+        """:meth:`search` of each query, scored on ``threads`` threads (numpy's gathers and scatters let go
+        of the GIL), each with its own accumulator; the hits equal those of one search at a time."""
+        if k < 0:
+            raise QueryError(f"k must be >= 0, got {k}")
+        if k == 0 or not queries:
+            return [[] for _ in queries]
+        vectors = self.vectorize_many(queries)
+        threads = min(BATCH_THREADS if threads is None else threads, len(queries))
+        if threads <= 1:
+            return [self._top(v, k) for v in vectors]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="tfidf") as pool:
+            return list(pool.map(lambda v: self._top(v, k), vectors))
 
     def idf_of(self, terms: Sequence[str]) -> list[float]:
         """The stored idf of each term (a lower-cased word); a term this index never saw counts as the rarest."""
         if self._max_idf is None:
             self._max_idf = float(self.idf.max()) if len(self.idf) else 1.0
-        return [float(self.idf[c]) if (c := self.vocabulary.get(t)) is not None else self._max_idf for t in terms]
+        if not terms:
+            return []
+        tids, held = self._term_ids(self._token_hasher.transform([[t] for t in terms]).indices)
+        return [float(self._idf[t]) if h else self._max_idf for t, h in zip(tids.tolist(), held.tolist())]
 
     def score_texts(self, query: str, texts: list[str]) -> list[float]:
-        """Cosine of TF-IDF vectors (this index's vocabulary and idf) between the query and each text."""
+        """Cosine of TF-IDF vectors (this index's hashing and idf) between the query and each text."""
         if not texts:
             return []
-        qc, qw = self.vectorize(query) if isinstance(query, str) else (np.zeros(0, np.int64), None)
+        qc, qw = self.vectorize(query) if isinstance(query, str) else _EMPTY
         if not len(qc):
             return [0.0] * len(texts)
         out = []
-        for text in texts:
-            tc, tw = self.vectorize(text) if isinstance(text, str) else (np.zeros(0, np.int64), None)
-            if not len(tc):
-                out.append(0.0)
-                continue
+        for tc, tw in self.vectorize_many(texts):
             _, qi, ti = np.intersect1d(qc, tc, assume_unique=True, return_indices=True)
             out.append(float(qw[qi] @ tw[ti]))
         return out

@@ -140,14 +140,24 @@ def load(url: str, claims: Sequence[str], expected: dict[str, list[str]], *, cli
     return stats
 
 
-def kill_and_restart(index: Path, claims: Sequence[str], expected: dict[str, list[str]], *, seconds: float) -> dict:
+def kill_and_restart(
+    index: Path, claims: Sequence[str], expected: dict[str, list[str]], *, seconds: float, cache: Path
+) -> dict:
     """Clients asking while the server is killed (SIGKILL) a third of the way in and started again: they may see
-    connection errors, never a wrong answer; the index opens and answers as before afterwards."""
+    connection errors, never a wrong answer; the index opens and answers as before afterwards, and the live
+    fallback's cache, written to while the server was killed, holds only whole entries.
+
+    The killed server runs ``--on-the-fly`` in record mode against a second server's ``/w/api.php`` (title channel
+    only) on 127.0.0.1: one client asks with ``on_the_fly`` (names the vital index lacks are looked up and cached),
+    the others without, so their answers can be compared with the in-process ones."""
     import httpx
 
-    proc, url, _ = start_server(index)
+    helper, api, _ = start_server(index, "--indexes", "title")
+    live = ["--on-the-fly", "--api-url", f"{api}/w/api.php", "--contact", "bench@example.org"]
+    live += ["--cache", str(cache), "--cache-mode", "record", "--rate", "50"]
+    proc, url, _ = start_server(index, *live)
     port = url.rsplit(":", 1)[1]
-    stats = {"ok": 0, "connection_errors": 0, "wrong": 0}
+    stats = {"ok": 0, "connection_errors": 0, "wrong": 0, "live_ok": 0, "live_failed": 0}
     lock = threading.Lock()
     end = time.perf_counter() + seconds
 
@@ -157,8 +167,11 @@ def kill_and_restart(index: Path, claims: Sequence[str], expected: dict[str, lis
             c = claims[i % len(claims)]
             i += 4
             try:
-                r = httpx.post(f"{url}/search", json={"claim": c, "k": K}, timeout=60)
-                key = "ok" if r.status_code == 200 and _titles(r.json()) == expected[c] else "wrong"
+                r = httpx.post(f"{url}/search", json={"claim": c, "k": K, "on_the_fly": n == 0}, timeout=60)
+                if n == 0:
+                    key = "live_ok" if r.status_code == 200 else "live_failed"
+                else:
+                    key = "ok" if r.status_code == 200 and _titles(r.json()) == expected[c] else "wrong"
             except httpx.HTTPError:
                 key = "connection_errors"
                 time.sleep(0.1)
@@ -171,16 +184,36 @@ def kill_and_restart(index: Path, claims: Sequence[str], expected: dict[str, lis
     time.sleep(seconds / 3)
     proc.kill()
     proc.wait()
-    proc, _, _ = start_server(index, "--port", port)  # the same port: the clients carry on
+    proc, _, _ = start_server(index, *live, "--port", port)  # the same port: the clients carry on
     for t in threads:
         t.join()
     stop(proc)
+    stop(helper)
     stats["intact_after"] = in_process_p50(index, claims[:20])[1] == {c: expected[c] for c in claims[:20]}
+    stats["cache_entries"], stats["cache_unreadable"] = cache_check(cache)
     return stats
 
 
-def measure(index: Path, claims: Sequence[str], *, load_seconds: float = 60.0, clients: int = 8) -> dict[str, Any]:
-    """Every figure of the section, for one index folder and its claims."""
+def cache_check(cache: Path) -> tuple[int, int]:
+    """(entries, unreadable entries) of a live cache folder: each entry file must be a whole JSON entry."""
+    entries = unreadable = 0
+    for path in cache.glob("*/*.json"):
+        entries += 1
+        try:
+            data = json.loads(path.read_bytes())
+            if not isinstance(data, dict) or not {"key", "status", "body"} <= set(data):
+                unreadable += 1
+        except ValueError:
+            unreadable += 1
+    return entries, unreadable
+
+
+def measure(
+    index: Path, claims: Sequence[str], *, load_seconds: float = 60.0, clients: int = 8, work: Path | None = None
+) -> dict[str, Any]:
+    """Every figure of the section, for one index folder and its claims (``work``: a scratch folder)."""
+    import tempfile
+
     fused_p50, expected = in_process_p50(index, claims)
     cli_s = cli_call_seconds(index, claims[0])
     proc, url, ready_s = start_server(index)
@@ -190,7 +223,8 @@ def measure(index: Path, claims: Sequence[str], *, load_seconds: float = 60.0, c
         many = load(url, claims, expected, clients=clients, seconds=load_seconds)
     finally:
         code = stop(proc)
-    killed = kill_and_restart(index, claims, expected, seconds=max(10.0, load_seconds / 3))
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        killed = kill_and_restart(index, claims, expected, seconds=max(10.0, load_seconds / 3), cache=Path(tmp))
     under = latency(many.pop("ms"))
     one.pop("ms")
     return {
@@ -246,6 +280,12 @@ def section(r: dict[str, Any]) -> str:
             "",
             "0 wrong, intact",
         ),
+        (
+            "same run, live fallback cache (record): entries / unreadable",
+            f"{r['kill_restart']['cache_entries']} / {r['kill_restart']['cache_unreadable']}",
+            "",
+            "0 unreadable",
+        ),
     ]
     return md_table(("measure", "figures", "ratio", "target"), rows) + "\n"
 
@@ -258,7 +298,7 @@ def main(shared: Path, out: Path, *, load_seconds: float = 60.0, clients: int = 
     index = retrieval / "vital_index"
     build([vital_jsonl(shared, retrieval)], index)
     claims = [c["claim"] for c in read_claims(shared / "claims" / "fever_dev_vital.jsonl", claims_limit)]
-    results = measure(index, claims, load_seconds=load_seconds, clients=clients)
+    results = measure(index, claims, load_seconds=load_seconds, clients=clients, work=out)
     (out / "serve.json").write_text(json.dumps(results, indent=2))
     return (
         "## Serving: one process, many clients (issue 23)\n\n"

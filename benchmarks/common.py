@@ -42,8 +42,10 @@ def build(inputs: Sequence[Path], out: Path, *, indexes: Sequence[str] = ("bm25"
     if man.is_file():
         m = json.loads(man.read_text())
         built_from = sorted(i.get("sha256") for i in m.get("inputs", []))
-        if all(i in m.get("indexes", {}) for i in indexes) and built_from == sorted(
-            sha256_file(Path(p)) for p in inputs
+        if (
+            all(i in m.get("indexes", {}) for i in indexes)
+            and _current_formats(out, m, indexes)
+            and built_from == sorted(sha256_file(Path(p)) for p in inputs)
         ):
             log.info("reusing %s", out)
             return m
@@ -51,6 +53,25 @@ def build(inputs: Sequence[Path], out: Path, *, indexes: Sequence[str] = ("bm25"
     m = build_index(list(inputs), out, indexes=tuple(indexes), progress=True)
     m.setdefault("bench_build_seconds", time.perf_counter() - t0)
     return m
+
+
+def _current_formats(out: Path, manifest: dict[str, Any], indexes: Sequence[str]) -> bool:
+    """Whether the store and every channel folder are of the formats this code writes (else: rebuild)."""
+    import importlib
+
+    from indexer.build import _schema_version
+
+    if manifest.get("schema_version") != _schema_version():
+        return False
+    for name in indexes:
+        params = out / name / "params.json"
+        if not params.is_file():
+            continue
+        module = importlib.import_module(f"backends.{name}")
+        wanted = getattr(module, "FORMAT_VERSION", None)
+        if wanted is not None and json.loads(params.read_text()).get("format_version") != wanted:
+            return False
+    return True
 
 
 def read_claims(path: Path, limit: int | None = None) -> list[dict[str, Any]]:

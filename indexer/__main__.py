@@ -1,4 +1,5 @@
-"""``python -m indexer build --dump PATH --out DIR [--indexes LIST] [--namespaces 0] [--workers N] [--quiet]``."""
+"""``python -m indexer build --dump PATH --out DIR [--indexes LIST] [--namespaces 0] [--workers N]
+[--dense-scope auto|all|leads] [--quiet]``."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
         "--indexes",
         default="all",
         metavar="LIST",
-        help="comma list among bm25,dense,tfidf; 'all' (default) or 'none' (store alone)",
+        help="comma list among bm25,dense,tfidf,kg; 'all' (default) or 'none' (store alone)",
     )
     build.add_argument(
         "--namespaces",
@@ -53,6 +54,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="truncate wikitext longer than this (with a warning)",
+    )
+    build.add_argument(
+        "--dense-scope",
+        default="auto",
+        choices=("auto", "all", "leads"),
+        help="dense channel: every passage, each page's lead passage only, or auto (leads above 1,000,000 passages)",
     )
     build.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     build.add_argument("--verbose", action="store_true", help="debug logging and tracebacks on errors")
@@ -76,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespaces=args.namespaces,
             workers=args.workers,
             progress=not args.quiet,
+            index_options={"dense": {"scope": args.dense_scope}},
             **options,
         )
     except KeyboardInterrupt:

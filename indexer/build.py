@@ -50,6 +50,7 @@ from wikiground.layout import (
     BUILT_CHANNELS,
     DELTA_LOCK_FILE,
     FILE_MODE,
+    INDEX_CHOICES,
     INDEX_ENTRIES,
     MANIFEST_FILE,
     PARAMS_FILE,
@@ -131,6 +132,7 @@ def build_index(
     out = Path(out).absolute()
     _check_out(out, paths)
     out.parent.mkdir(parents=True, exist_ok=True)
+    _check_resources(paths, out, plan)
     with _build_lock(out):
         _check_out(out, paths)  # again, under the lock: the first look was before any build was excluded
         _remove_stale_temps(out)
@@ -239,11 +241,15 @@ def _build_channels(tmp: Path, out: Path, plan: _Plan, build_id: str) -> dict[st
     """Each chosen channel built from the store, its params.json stamped with the build id and its files' sizes."""
     built: dict[str, Any] = {}
     for name in plan.indexes:
+        if name not in BUILT_CHANNELS:  # served from the store's tables, always built: listed, no folder
+            built[name] = {"type": name, "params": {"uses": "the store's triples table"}}
+            continue
         opts = dict(plan.index_options.get(name, {}))
         if name == "dense":
             # Embedding shards live beside the index, outside the temporary folder: a failed or
             # interrupted build resumes from them (each shard is checked against its passages' text).
             opts.setdefault("shards_dir", _dense_shards_dir(out))
+            opts["scope"] = _dense_scope(tmp / STORE_FILE, out, opts.get("scope", "auto"))
         built[name] = _build_one(name, tmp, progress=plan.progress, options=opts)
         _stamp_channel(tmp / name, build_id)
     return built
@@ -545,6 +551,21 @@ def _dense_shards_dir(out: Path) -> Path:
     return out.parent / f".{out.name}.dense-shards"
 
 
+def _dense_scope(db_path: Path, out: Path, scope: str) -> str:
+    """The dense scope resolved ("auto": leads above LEADS_THRESHOLD passages), said before a long embed with
+    its estimate at the rate the last build of ``out`` recorded (else the reference per-core rate)."""
+    from backends.dense.embed import LONG_EMBED_SECONDS, embed_estimate, estimate_message
+
+    try:
+        rate = json.loads((out / "dense" / PARAMS_FILE).read_text(encoding="utf-8")).get("passages_per_s")
+    except (OSError, ValueError, AttributeError):
+        rate = None
+    est = embed_estimate(db_path, scope, rate=rate)
+    long = est["seconds"] > LONG_EMBED_SECONDS or (scope == "auto" and est["scope"] == "leads")
+    logger.log(logging.WARNING if long else logging.INFO, "%s", estimate_message(est, scope))
+    return est["scope"]
+
+
 def _build_one(name: str, tmp: Path, *, progress: bool, options: Mapping[str, Any]) -> dict[str, Any]:
     out_dir = tmp / name
     out_dir.mkdir(exist_ok=True)
@@ -564,9 +585,9 @@ def _build_one(name: str, tmp: Path, *, progress: bool, options: Mapping[str, An
 def _check_indexes(indexes: Sequence[str] | str) -> tuple[str, ...]:
     if isinstance(indexes, str):
         indexes = parse_index_list(indexes)
-    unknown = [name for name in indexes if name not in BUILT_CHANNELS]
+    unknown = [name for name in indexes if name not in INDEX_CHOICES]
     if unknown:
-        raise ConfigError(f"unknown index {', '.join(unknown)}: choose among {', '.join(BUILT_CHANNELS)}, all or none")
+        raise ConfigError(f"unknown index {', '.join(unknown)}: choose among {', '.join(INDEX_CHOICES)}, all or none")
     return tuple(dict.fromkeys(indexes))
 
 
@@ -576,7 +597,7 @@ def parse_index_list(text: str) -> tuple[str, ...]:
     if text in ("", "none"):
         return ()
     if text == "all":
-        return BUILT_CHANNELS
+        return INDEX_CHOICES
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
@@ -643,3 +664,167 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     return repr(value)
+
+
+# -- resource check before a build --------------------------------------------------------------------------------
+
+# Bytes on disk per passage of each part of the index, and peak RSS of the build: measured by
+# benchmarks/bench_scale.py on enwiki-shaped dumps (benchmarks/RESULTS.md, "Scale").
+DISK_PER_PASSAGE = {"store": 800, "bm25": 950, "tfidf": 1300, "dense": 1600, "kg": 400}
+TEMP_DISK_SHARE = 0.5  # spill files, the Lucene merge and the old index beside the new one, over the final size
+RAM_BASE_MB = 1500  # the build process, the JVM and DuckDB before the corpus grows them
+RAM_PER_WORKER_MB = 250
+RAM_PER_PASSAGE = 4500  # bytes of peak RSS per passage of the stages that still grow with the corpus
+RESOURCE_CHECK_MIN_BYTES = 64 << 20  # smaller inputs are not checked
+SAMPLE_BYTES = 2 << 20  # bytes of each input cleaned (decompressed) and decompressed (compressed) for the estimate
+SKIP_CHECK_ENV = "WIKIGROUND_SKIP_RESOURCE_CHECK"
+
+
+def estimate_resources(
+    paths: Sequence[Path], indexes: Sequence[str], *, workers: int, passage_words: int = DEFAULT_PASSAGE_WORDS
+) -> dict[str, float]:
+    """Passages, disk (final and peak, bytes) and peak RAM (bytes) a build of ``paths`` will need.
+
+    The passages per byte are measured by cleaning the first :data:`SAMPLE_BYTES` (decompressed) of each input,
+    and its compression ratio by decompressing its first :data:`SAMPLE_BYTES`: both are the input's own."""
+    passages = 0.0
+    for path in paths:
+        found, sampled, whole = _sample_passages(path, SAMPLE_BYTES, passage_words)
+        if whole:
+            passages += found
+        else:
+            passages += found / max(sampled, 1) * path.stat().st_size * _expansion(path, SAMPLE_BYTES)
+    parts = ("store", *indexes)
+    final = sum(DISK_PER_PASSAGE.get(p, 0) for p in parts) * passages
+    ram = (RAM_BASE_MB + RAM_PER_WORKER_MB * max(1, workers)) * 2**20 + RAM_PER_PASSAGE * passages
+    return {
+        "passages": passages,
+        "disk_bytes": final,
+        "peak_disk_bytes": final * (1 + TEMP_DISK_SHARE),
+        "ram_bytes": ram,
+    }
+
+
+def _sample_passages(path: Path, limit: int, passage_words: int) -> tuple[int, int, bool]:
+    """(passages, decompressed bytes they came from, whether that was the whole input) of the start of ``path``,
+    cleaned in this process."""
+    items = InputReader(path).items()
+    passages = sampled = 0
+    batch: list[RawPage] = []
+    whole = True
+    try:
+        for item in items:
+            if isinstance(item, XmlChunk):
+                rows, size = process_xml_chunk(item, DEFAULT_MAX_PAGE_CHARS, passage_words), len(item.data)
+            else:
+                batch.append(item)
+                if len(batch) < BATCH_PAGES:
+                    continue
+                rows, size = process_batch(batch, DEFAULT_MAX_PAGE_CHARS, passage_words), _raw_bytes(batch)
+                batch = []
+            table = rows.tables.get("passages")
+            passages, sampled = passages + (0 if table is None else table.num_rows), sampled + size
+            if sampled >= limit:
+                whole = False
+                break
+        if batch:
+            table = process_batch(batch, DEFAULT_MAX_PAGE_CHARS, passage_words).tables.get("passages")
+            passages, sampled = passages + (0 if table is None else table.num_rows), sampled + _raw_bytes(batch)
+    finally:
+        items.close()
+    return passages, sampled, whole
+
+
+def _raw_bytes(pages: Sequence[RawPage]) -> int:
+    """About the bytes a batch of JSONL pages took in the input (its text, not the JSON quoting)."""
+    return sum(
+        len(p.title) + len(p.text) + sum(len(h) + len(t) for h, t in p.sections) + sum(len(t) for _, t in p.sentences)
+        for p in pages
+    )
+
+
+def _expansion(path: Path, limit: int) -> float:
+    """Decompressed bytes per byte of ``path``, from its first ``limit`` bytes (1 for uncompressed inputs)."""
+    import bz2
+    import zlib
+
+    name = path.name.lower()
+    if name.endswith(".bz2"):
+        make: Callable[[], Any] = bz2.BZ2Decompressor
+    elif name.endswith(".gz"):
+        make = lambda: zlib.decompressobj(wbits=47)  # noqa: E731 - gzip or zlib header, one member each
+    else:
+        return 1.0
+    with open(path, "rb") as fh:
+        data = fh.read(limit)
+    # Fed in small steps: a bz2 block comes out whole once its last byte is in, so the input up to the last step
+    # that produced output holds whole blocks only (a partial block at the end would bias the ratio down).
+    out = whole_in = 0
+    dec = make()
+    for at in range(0, len(data), 16 << 10):
+        rest = data[at : at + (16 << 10)]
+        while rest:
+            got = len(dec.decompress(rest))
+            out += got
+            if got:
+                whole_in = at + len(data[at : at + (16 << 10)]) - (len(dec.unused_data) if dec.eof else 0)
+            if not dec.eof:
+                break
+            rest, dec = dec.unused_data, make()  # multistream / multi-member: the next one
+    return max(1.0, out / whole_in) if whole_in else 1.0
+
+
+def _check_resources(paths: Sequence[Path], out: Path, plan: _Plan) -> None:
+    """Refuse, before anything is written, a build whose estimated disk or RAM exceeds what the machine has;
+    warn when it comes close. ``WIKIGROUND_SKIP_RESOURCE_CHECK=1`` turns the refusal into a warning."""
+    total = sum(p.stat().st_size for p in paths if p.is_file())
+    if total < RESOURCE_CHECK_MIN_BYTES:
+        return
+    est = estimate_resources(paths, plan.indexes, workers=plan.workers, passage_words=plan.passage_words)
+    free_disk = shutil.disk_usage(out.parent).free
+    ram_total, ram_free = _memory()
+    gb = 2**30
+    head = f"{total / gb:.1f} GB of input, about {est['passages'] / 1e6:.1f}M passages"
+    problems, warnings = [], []
+    if est["peak_disk_bytes"] > free_disk:
+        problems.append(
+            f"disk: needs about {est['peak_disk_bytes'] / gb:.1f} GB while building ({est['disk_bytes'] / gb:.1f} GB "
+            f"final) but {out.parent} has {free_disk / gb:.1f} GB free"
+        )
+    elif est["peak_disk_bytes"] > 0.8 * free_disk:
+        warnings.append(f"disk: about {est['peak_disk_bytes'] / gb:.1f} GB of {free_disk / gb:.1f} GB free")
+    if ram_total and est["ram_bytes"] > ram_total:
+        problems.append(
+            f"memory: peak about {est['ram_bytes'] / gb:.1f} GB but the machine has {ram_total / gb:.1f} GB"
+        )
+    elif ram_free and est["ram_bytes"] > ram_free:
+        warnings.append(f"memory: peak about {est['ram_bytes'] / gb:.1f} GB, {ram_free / gb:.1f} GB available now")
+    for w in warnings:
+        logger.warning("%s: %s; %s", out, head, w)
+    if problems:
+        message = f"{out}: {head}: " + "; ".join(problems)
+        if os.environ.get(SKIP_CHECK_ENV) == "1":
+            logger.warning("%s (%s=1: building anyway)", message, SKIP_CHECK_ENV)
+            return
+        raise BuildError(f"{message}. Free space or choose fewer --indexes ({SKIP_CHECK_ENV}=1 builds anyway)")
+    logger.info(
+        "%s: %s; estimated peak %.1f GB disk, %.1f GB RAM",
+        out,
+        head,
+        est["peak_disk_bytes"] / gb,
+        est["ram_bytes"] / gb,
+    )
+
+
+def _memory() -> tuple[int, int]:
+    """(total, available) bytes of RAM, or zeros when the system does not say (no /proc/meminfo)."""
+    found: dict[str, int] = {}
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key in ("MemTotal", "MemAvailable"):
+                    found[key] = int(value.split()[0]) * 1024
+    except (OSError, ValueError):
+        return 0, 0
+    return found.get("MemTotal", 0), found.get("MemAvailable", 0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3  # 2: in built stores `sentences` is a view over `sentence_spans`; 3: `sections` over `section_heads`
+SCHEMA_VERSION = 4  # 2: `sentences` a view over `sentence_spans`; 3: `sections` over `section_heads`; 4: `triples`
 
 TABLES_DDL = """
 CREATE TABLE pages (
@@ -65,6 +65,25 @@ CREATE TABLE table_rows (
     text        VARCHAR NOT NULL
 );
 """
+
+# Knowledge-graph facts from the pages' own structure (indexer/triples.py). Part of every store.
+TRIPLES_DDL = """
+-- Infobox fields (relation normalised, one row per linked title), links ('mentions', with the sentence holding
+-- them), "See also" and categories. passage_id/sentence_id say where the fact is stated (sentence_id is the
+-- page-level sentence number, NULL when no passage states it).
+CREATE TABLE triples (
+    subject_page_id BIGINT NOT NULL,
+    subject_title   VARCHAR NOT NULL,
+    relation        VARCHAR NOT NULL,   -- 'birth_place', 'influences', ..., 'mentions', 'see_also', 'category'
+    object_title    VARCHAR NOT NULL,
+    object_page_id  BIGINT,             -- the object's page after redirects; NULL when it has none
+    source          VARCHAR NOT NULL,   -- 'infobox' | 'link' | 'see_also' | 'category'
+    passage_id      BIGINT,
+    sentence_id     INTEGER,
+    rev_id          BIGINT              -- the subject page's revision
+);
+"""
+TABLES_DDL += TRIPLES_DDL
 
 # Tables: row-by-row writers (the live delta store) insert sections and sentences with their text.
 SECTIONS_TABLE_DDL = """
@@ -138,7 +157,15 @@ LEFT JOIN (SELECT j.page_id, j.section_index, string_agg(j.joint || p.text, '' O
        ON t.page_id = h.page_id AND t.section_index = h.section_index;
 """
 
-DDL = TABLES_DDL + SECTIONS_TABLE_DDL + SENTENCES_TABLE_DDL  # same public tables, every one writable
+# Row-by-row stores (the delta) name their sentence offsets `sentence_spans` too, as the bulk-built store does: a
+# lookup of sentences by passage then reads the offsets and the passages' text with a key filter on each (the
+# `sentences` view of the bulk-built store joins every passage).
+SPANS_VIEW_DDL = """
+CREATE VIEW sentence_spans AS
+SELECT passage_id, sentence_index, page_sentence_index, start_char, end_char FROM sentences;
+"""
+
+DDL = TABLES_DDL + SECTIONS_TABLE_DDL + SENTENCES_TABLE_DDL + SPANS_VIEW_DDL  # same public tables, all writable
 STORE_DDL = TABLES_DDL + SECTION_HEADS_DDL + SENTENCE_SPANS_DDL  # what indexer.build writes
 
 # One row naming the build that wrote the store. The same id is in manifest.json and in each channel's
@@ -150,18 +177,26 @@ CREATE TABLE build_info (
 );
 """
 
-# Created after the bulk load (faster than maintaining them row by row).
+# Created after the bulk load (faster than maintaining them row by row). `sentence_spans` has none: its rows are
+# written in passage_id order (ids are given in load order), so DuckDB's per-row-group min/max of passage_id find a
+# passage's spans as an index would, while an ART index costs ~45 bytes of RAM per span while it is built (about
+# five spans a passage: ~9 GB at whole-enwiki scale) and grows the query process as it is read.
 INDEXES = """
 CREATE INDEX pages_title ON pages(title);
 CREATE INDEX pages_title_norm ON pages(title_norm);
 CREATE INDEX redirects_source ON redirects(source_title);
 CREATE INDEX redirects_source_norm ON redirects(source_norm);
 CREATE INDEX passages_page ON passages(page_id);
-CREATE INDEX sentences_passage ON sentence_spans(passage_id);
 CREATE INDEX links_page ON links(page_id);
 CREATE INDEX categories_page ON categories(page_id);
 CREATE INDEX see_also_page ON see_also(page_id);
 CREATE INDEX infobox_page ON infobox(page_id);
+"""
+
+# Created with the triples, once they are loaded (indexer.store_writer).
+TRIPLES_INDEXES = """
+CREATE INDEX triples_subject ON triples(subject_page_id);
+CREATE INDEX triples_object ON triples(object_page_id);
 """
 
 # Public names (`sections` and `sentences` may be views); the manifest counts rows of each.
@@ -176,4 +211,5 @@ TABLES = (
     "links",
     "infobox",
     "table_rows",
+    "triples",
 )

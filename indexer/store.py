@@ -65,6 +65,31 @@ GROUP BY r.source_norm
 """
 
 
+def _evidence_sql(sentences: str) -> str:
+    """passages_with_pages in one round trip. The sentence ids are grouped for the wanted passages first: a
+    subquery per row was planned as a join with every sentence of the store. They come from ``sentence_spans``
+    where the store has it: the ``sentences`` view joins the passages again to slice their text, and that join
+    was planned as a scan of every passage (a cost that grows with the corpus)."""
+    cols = ", ".join(f"s.{c.strip()}" for c in _PASSAGE_COLS.split(","))
+    pcols = ", ".join(f"p.{c.strip()}" for c in _PAGE_COLS.split(","))
+    return (
+        f"WITH ids AS (SELECT unnest(?) AS passage_id), "
+        f"sent AS (SELECT passage_id, list(page_sentence_index ORDER BY sentence_index) AS sids FROM {sentences} "
+        f"WHERE passage_id IN (SELECT passage_id FROM ids) GROUP BY passage_id) "
+        f"SELECT {cols}, {pcols}, sent.sids FROM passages s JOIN pages p ON p.page_id = s.page_id "
+        f"LEFT JOIN sent ON sent.passage_id = s.passage_id WHERE s.passage_id IN (SELECT passage_id FROM ids)"
+    )
+
+
+def _sentence_table(con: Any) -> str:
+    """``sentence_spans`` (bulk-built stores: offsets only) or ``sentences`` (the delta, older stores)."""
+    sql = (
+        "SELECT count(*) FROM (SELECT table_name AS name FROM duckdb_tables() UNION ALL "
+        "SELECT view_name FROM duckdb_views()) WHERE name = 'sentence_spans'"
+    )
+    return "sentence_spans" if con.cursor().execute(sql).fetchone()[0] else "sentences"
+
+
 def _page(row: Sequence[Any]) -> Page:
     return Page(
         page_id=int(row[0]),
@@ -94,6 +119,28 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+# Lookups pass their keys as one list (``col IN (SELECT unnest(?))``), which DuckDB plans as a semi-join. It reaches
+# the ART index of ``col`` only by pushing the keys into the scan as an IN filter, and it does that for at most
+# ``dynamic_or_filter_threshold`` keys (50 by default): with more keys (the entity matcher sends every n-gram of a
+# claim), the scan reads the whole table, a cost that grows with the corpus (EXPLAIN ANALYZE: "Sequential Scan,
+# Row Groups Scanned: all"). Above this many keys a full scan is the better plan anyway.
+LOOKUP_KEYS_MAX = 4096
+
+
+# DuckDB's buffer pool keeps every block a lookup read (256 KB of passage text for one passage) up to its memory
+# limit, 80% of the machine's RAM by default: a long-running query process grew by ~5 MB per evidence fetch at 0.5M
+# passages, towards the size of the store. The pool caches clean, read-only blocks (the OS caches the file too), so
+# a small limit only evicts sooner. The live delta, an in-memory database, keeps DuckDB's default.
+STORE_MEMORY_LIMIT = "512MB"
+
+
+def _tune(con: Any) -> None:
+    """Index scans for key lists up to LOOKUP_KEYS_MAX, on every cursor of ``con`` (hence GLOBAL: a cursor is a
+    new session of the same database instance, and ``con`` is an instance of its own)."""
+    con.execute(f"SET GLOBAL dynamic_or_filter_threshold = {LOOKUP_KEYS_MAX}")
+    con.execute(f"SET GLOBAL index_scan_max_count = {LOOKUP_KEYS_MAX}")
+
+
 def _connect(path: Path, *, expected_bytes: int | None = None):
     """A connection that sees the store at ``path`` read-only, with its tables and views by their plain names.
 
@@ -112,6 +159,8 @@ def _connect(path: Path, *, expected_bytes: int | None = None):
             )
     con = duckdb.connect(":memory:")
     try:
+        _tune(con)
+        con.execute(f"SET GLOBAL memory_limit = '{STORE_MEMORY_LIMIT}'")
         con.execute(f"ATTACH {_sql_string(str(path))} AS store (READ_ONLY)")
         names = con.execute(
             "SELECT table_name FROM duckdb_tables() WHERE database_name = 'store' AND schema_name = 'main' "
@@ -181,6 +230,7 @@ def open_delta(index_dir: Path) -> tuple[Any | None, tuple]:
     if not segments:
         return None, listing
     con = duckdb.connect(":memory:")
+    _tune(con)
     con.execute(DDL)
     best: dict[int, tuple[tuple, int]] = {}  # page_id -> (revision key, segment number)
     staged: list[int] = []
@@ -260,6 +310,7 @@ class Store:
         self._delta = delta
         self._delta_listing: tuple = ()
         self._lock = threading.Lock()
+        self._sentence_tables: dict[int, str] = {}  # id(connection) -> where its sentence ids are read
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
@@ -367,18 +418,12 @@ class Store:
         ids = sorted({int(i) for i in passage_ids})
         if not ids:
             return {}
-        cols = ", ".join(f"s.{c.strip()}" for c in _PASSAGE_COLS.split(","))
-        pcols = ", ".join(f"p.{c.strip()}" for c in _PAGE_COLS.split(","))
-        # The sentence ids are grouped for the wanted passages first: a subquery per row was planned as a join
-        # with every sentence of the store (~20 ms a query on 10k passages, against ~6 ms).
-        rows = self._all(
-            f"WITH ids AS (SELECT unnest(?) AS passage_id), "
-            f"sent AS (SELECT passage_id, list(page_sentence_index ORDER BY sentence_index) AS sids FROM sentences "
-            f"WHERE passage_id IN (SELECT passage_id FROM ids) GROUP BY passage_id) "
-            f"SELECT {cols}, {pcols}, sent.sids FROM passages s JOIN pages p ON p.page_id = s.page_id "
-            f"LEFT JOIN sent ON sent.passage_id = s.passage_id WHERE s.passage_id IN (SELECT passage_id FROM ids)",
-            [ids],
-        )
+        rows: list[tuple] = []
+        for con in self._cons():
+            table = self._sentence_tables.get(id(con))
+            if table is None:
+                table = self._sentence_tables[id(con)] = _sentence_table(con)
+            rows.extend(con.cursor().execute(_evidence_sql(table), [ids]).fetchall())
         n = len(_PASSAGE_COLS.split(","))
         m = len(_PAGE_COLS.split(","))
         return {int(r[0]): (_passage(r[:n]), _page(r[n : n + m]), [int(x) for x in (r[n + m] or [])]) for r in rows}

@@ -64,6 +64,7 @@ class PageRows:
     links: list[tuple] = field(default_factory=list)  # (target_title, anchor_text, section_index)
     infobox: list[tuple] = field(default_factory=list)  # (infobox_type, key, value)
     table_rows: list[tuple] = field(default_factory=list)  # (table_index, row_index, text)
+    triples: list[tuple] = field(default_factory=list)  # indexer.triples.page_triples rows
     warnings: list[str] = field(default_factory=list)
     truncated: bool = False
     skipped: str | None = None  # why the page was left out, if it was
@@ -129,7 +130,16 @@ def _wikitext_rows(raw: RawPage, rows: PageRows, *, max_page_chars: int, passage
         rows.redirect = (canonical_title(parsed.redirect_target), parsed.redirect_fragment or None)
         return
     rows.warnings.extend(f"{label}: {w}" for w in parsed.warnings)
-    _parsed_rows(parsed, chunk_page(parsed, target_words=passage_words), rows)
+    chunks = chunk_page(parsed, target_words=passage_words)
+    _parsed_rows(parsed, chunks, rows)
+    _fill_triples(rows, parsed, chunks, text)
+
+
+def _fill_triples(rows: PageRows, parsed: ParsedPage, chunks: list[ParsedChunk], wikitext: str) -> None:
+    """The page's knowledge-graph triples (infobox fields, links with their sentence, "See also", categories)."""
+    from indexer.triples import page_triples
+
+    rows.triples = page_triples(parsed, chunks, wikitext=wikitext)
 
 
 def _parsed_rows(parsed: ParsedPage, chunks: list[ParsedChunk], rows: PageRows) -> None:
@@ -348,7 +358,21 @@ def _page_to_rows(
     _extend_rows(cols["links"], pid, rows.links)
     _extend_rows(cols["infobox"], pid, rows.infobox)
     _extend_rows(cols["table_rows"], pid, rows.table_rows)
+    _triple_rows(cols["_triple_raw"], pid, rows.triples, passage_id - len(rows.passages))
     return passage_id
+
+
+def _triple_rows(columns: tuple[list, ...], page_id: int, triples: list[tuple], first_passage_id: int) -> None:
+    """``_triple_raw`` rows of a page: chunk indexes become (batch-local) passage ids."""
+    if not triples:
+        return
+    relations, objects, sources, chunks, sentences = zip(*triples)
+    columns[0].extend([page_id] * len(triples))
+    columns[1].extend(relations)
+    columns[2].extend(objects)
+    columns[3].extend(sources)
+    columns[4].extend([None if chunk is None else first_passage_id + chunk for chunk in chunks])
+    columns[5].extend(sentences)
 
 
 def _section_rows(
@@ -467,6 +491,14 @@ _COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "links": (("page_id", "int64"), ("target_title", "string"), ("anchor_text", "string"), ("section_index", "int32")),
     "infobox": (("page_id", "int64"), ("infobox_type", "string"), ("key", "string"), ("value", "string")),
     "table_rows": (("page_id", "int64"), ("table_index", "int32"), ("row_index", "int32"), ("text", "string")),
+    "_triple_raw": (
+        ("subject_page_id", "int64"),
+        ("relation", "string"),
+        ("object_title", "string"),
+        ("source", "string"),
+        ("passage_id", "int64"),
+        ("sentence_id", "int32"),
+    ),
     "_redirect_raw": (
         ("seq", "int64"),
         ("source_title", "string"),
@@ -477,6 +509,13 @@ _COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("namespace", "int32"),
     ),
 }
+
+TRIPLE_RAW_DDL = """
+CREATE TABLE _triple_raw (
+    subject_page_id BIGINT, relation VARCHAR, object_title VARCHAR, source VARCHAR, passage_id BIGINT,
+    sentence_id INTEGER
+);
+"""
 
 _REDIRECT_RAW_DDL = """
 CREATE TABLE _redirect_raw (
@@ -528,6 +567,7 @@ class StoreWriter:
             self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
             self._con.execute(STORE_DDL)
             self._con.execute(_REDIRECT_RAW_DDL)
+            self._con.execute(TRIPLE_RAW_DDL)
         except duckdb.Error as exc:
             raise BuildError(f"{self.db_path}: cannot create the store ({exc})") from exc
 
@@ -546,7 +586,7 @@ class StoreWriter:
         # Batch-local ids become global: passage ids stay dense in build order.
         if "passages" in tables:
             n = tables["passages"].num_rows
-            for name in ("passages", "sentence_spans", "passage_joints"):
+            for name in ("passages", "sentence_spans", "passage_joints", "_triple_raw"):
                 if name in tables:
                     t = tables[name]
                     shifted = pc.add(t.column("passage_id"), _int64_scalar(self.next_passage_id))
@@ -637,9 +677,11 @@ class StoreWriter:
             self._con.execute(f"SET threads = {max(1, self.finish_threads)}")
         except duckdb.Error as exc:
             raise BuildError(f"{self.db_path}: cannot configure the store ({exc})") from exc
+        logger.info("finishing the store: %d passages (redirects, indexes, checkpoint)", self.next_passage_id)
         self.flush()
         try:
             loops = self._resolve_redirects()
+            self._resolve_triples()
             self._con.execute(INDEXES)
             # The views' rows are counted without their joins: every span has its passage, every section a head.
             counts = {t: self._con.execute(f"SELECT count(*) FROM {_COUNTED.get(t, t)}").fetchone()[0] for t in TABLES}
@@ -705,6 +747,9 @@ class StoreWriter:
         con.execute("DROP TABLE _redirect_raw; DROP TABLE _rmap; DROP TABLE _res")
         return loops
 
+    def _resolve_triples(self) -> None:
+        fill_triples(self._con)
+
     def close(self) -> None:
         con, self._con = getattr(self, "_con", None), None
         if con is not None:
@@ -712,6 +757,54 @@ class StoreWriter:
 
 
 _COUNTED = {"sentences": "sentence_spans", "sections": "section_heads"}
+
+_TRIPLES_SQL = """
+INSERT INTO triples
+SELECT t.subject_page_id, p.title, t.relation, t.object_title, coalesce(o.page_id, r.page_id),
+       t.source, t.passage_id, t.sentence_id, p.rev_id
+FROM _triple_raw t
+JOIN pages p ON p.page_id = t.subject_page_id
+LEFT JOIN (SELECT title, min(page_id) AS page_id FROM pages GROUP BY title) o
+       ON o.title = CASE WHEN t.source = 'category' THEN 'Category:' || t.object_title ELSE t.object_title END
+LEFT JOIN (SELECT source_title, min(target_page_id) AS page_id FROM redirects
+           WHERE target_page_id IS NOT NULL GROUP BY source_title) r
+       ON r.source_title = t.object_title AND t.source <> 'category'
+WHERE coalesce(o.page_id, r.page_id) IS DISTINCT FROM t.subject_page_id  -- no page points at itself
+ORDER BY t.subject_page_id, t.source, t.relation, t.object_title
+"""
+
+
+def fill_triples(con: Any) -> int:
+    """``triples`` from the rows staged in ``_triple_raw`` (which it drops): subject title and revision from
+    ``pages``, the object's page after redirects (NULL when it has none), ordered by subject so a lookup by subject
+    reads few row groups. A store without links (clean text, given sentences) gets the titles its sentences name
+    first (:func:`indexer.triples.text_mention_rows`). Returns the rows added."""
+    from indexer.schema import TRIPLES_INDEXES
+
+    if not con.execute("SELECT count(*) FROM links").fetchone()[0]:
+        _stage_text_mentions(con)
+    added = con.execute(_TRIPLES_SQL).fetchone()[0]
+    con.execute("DROP TABLE _triple_raw")
+    con.execute(TRIPLES_INDEXES)
+    return int(added)
+
+
+def _stage_text_mentions(con: Any) -> None:
+    from indexer.triples import text_mention_rows
+
+    titles = [r[0] for r in con.execute("SELECT title FROM pages").fetchall()]
+    rows = con.execute("""
+        SELECT p.page_id, s.passage_id, s.page_sentence_index,
+               substr(p.text, s.start_char + 1, s.end_char - s.start_char)
+        FROM sentence_spans s JOIN passages p USING (passage_id)
+        WHERE p.source = 'text' ORDER BY s.passage_id, s.sentence_index""").fetchall()
+    columns = text_mention_rows(titles, rows)
+    if columns[0]:
+        con.register("_mentions", _arrow_columns("_triple_raw", columns))
+        try:
+            con.execute("INSERT INTO _triple_raw SELECT * FROM _mentions")
+        finally:
+            con.unregister("_mentions")
 
 
 def _int64_scalar(value: int):

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,8 +104,11 @@ def parse_channels(spec: str | Sequence[str] | None) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(items))
 
 
-def available_channels(index_dir: Path, wanted: Sequence[str] | None = None) -> tuple[str, ...]:
-    """The channels built in ``index_dir`` (each with its params.json), plus ``title``.
+def available_channels(
+    index_dir: Path, wanted: Sequence[str] | None = None, store: Store | None = None
+) -> tuple[str, ...]:
+    """The channels built in ``index_dir`` (each with its params.json), plus ``title``, plus ``kg`` when the
+    manifest lists it or ``wanted`` names it and ``store`` has its ``triples`` table.
 
     A channel the manifest lists as built whose folder is gone is reported: with ``wanted`` naming it,
     :class:`IndexMissingError`; otherwise a warning, and the other channels serve.
@@ -124,10 +127,21 @@ def available_channels(index_dir: Path, wanted: Sequence[str] | None = None) -> 
             index_dir,
             ", ".join(lost),
         )
-    return (*have, "title")
+    return (*have, "title", *_kg_channel(index_dir, wanted, store))
 
 
-def _manifest_channels(index_dir: Path) -> list[str]:
+def _kg_channel(index_dir: Path, wanted: Sequence[str] | None, store: Store | None) -> tuple[str, ...]:
+    """("kg",) when the kg channel serves: built (listed in the manifest, `--indexes ...,kg` or `all`), or asked
+    for by name over a store that has the triples table (every store of this version)."""
+    if "kg" in _manifest_channels(index_dir, ("kg",)):
+        return ("kg",)
+    if wanted is None or "kg" not in wanted or store is None:
+        return ()
+    found = store.rows("SELECT count(*) FROM information_schema.tables WHERE table_name = 'triples'")
+    return ("kg",) if found and found[0][0] else ()
+
+
+def _manifest_channels(index_dir: Path, names: Sequence[str] = BUILT_CHANNELS) -> list[str]:
     import json
 
     try:
@@ -135,7 +149,7 @@ def _manifest_channels(index_dir: Path) -> list[str]:
         built = manifest.get("indexes") or {}
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         return []  # Store.open reports an unreadable manifest
-    return [c for c in BUILT_CHANNELS if c in built]
+    return [c for c in names if c in built]
 
 
 class Retriever:
@@ -278,24 +292,43 @@ class Retriever:
         chans = list(channels or self.channels)
         for c in chans:
             self.backend(c)  # load in this thread: the JVM and the model are not loaded concurrently
+        # The entity channels (title, kg) run as one task: the claim's entities are resolved once, by the first,
+        # and the others search from them.
+        entity = [c for c in chans if isinstance(self.backend(c), backends.EntityBackend)]
+        tasks: list[list[str]] = [[c] for c in chans if c not in entity] + ([entity] if entity else [])
 
-        def run(c: str) -> tuple[str, list[Hit], float]:
-            t0 = time.perf_counter()
-            b = self.backend(c)
-            if isinstance(b, backends.EntityBackend):
-                ms = b.mentions(query)
-                if mentions_out is not None:
-                    mentions_out.extend(ms)
-                hits = b.search_mentions(ms, k, query_length=len(query))
-            else:
-                hits = b.search(query, k)
-            return c, hits, (time.perf_counter() - t0) * 1000
+        def run(group: list[str]) -> list[tuple[str, list[Hit], float]]:
+            if group is not entity:
+                t0 = time.perf_counter()
+                return [(group[0], self.backend(group[0]).search(query, k), (time.perf_counter() - t0) * 1000)]
+            return self._entity_search(group, query, k, mentions_out)
 
-        if len(chans) > 1:
-            outs = list(self._pool().map(run, chans))
+        if len(tasks) > 1:
+            outs = [o for out in self._pool().map(run, tasks) for o in out]
         else:
-            outs = [run(c) for c in chans]
+            outs = [o for group in tasks for o in run(group)]
         return {c: h for c, h, _ in outs}, {c: t for c, _, t in outs}
+
+    def _entity_search(
+        self, chans: Sequence[str], query: str, k: int, mentions_out: list[Mention] | None
+    ) -> list[tuple[str, list[Hit], float]]:
+        """Hits of the entity channels from one resolution of the claim's entities (the first channel's, the title
+        channel when it is chosen: it comes first); each channel's time includes the resolution."""
+        t0 = time.perf_counter()
+        ms = self.backend(chans[0]).mentions(query)
+        if mentions_out is not None:
+            mentions_out.extend(ms)
+        resolve = (time.perf_counter() - t0) * 1000
+        outs = []
+        for c in chans:
+            t1 = time.perf_counter()
+            b = self.backend(c)
+            if getattr(b, "wants_query", False):
+                hits = b.search_mentions(ms, k, query_length=len(query), query=query)
+            else:
+                hits = b.search_mentions(ms, k, query_length=len(query))
+            outs.append((c, hits, resolve + (time.perf_counter() - t1) * 1000))
+        return outs
 
     def _pool(self):
         if self._executor is None:
@@ -415,12 +448,20 @@ class Retriever:
             extra: dict[str, Any] = {"sentence_ids": sentence_ids}
             if more:
                 extra["more_passages"] = more
-            out.append(
-                stored_evidence(
-                    psg, page, fetched, score=fp.score, ranks=ranks, retrieved_for_entity=fp.matched, extra=extra
-                )
+            ev = stored_evidence(
+                psg, page, fetched, score=fp.score, ranks=ranks, retrieved_for_entity=fp.matched, extra=extra
             )
+            out.append(kg_evidence(ev, fp.triples, fp.stated) if fp.triples else ev)
         return out
+
+
+def kg_evidence(ev: Evidence, triples: Sequence[Mapping[str, Any]], stated: str | None) -> Evidence:
+    """Evidence the kg channel led to, with its path (``triples``). The passage stating the path's last fact is a
+    ``kg`` item whose text is that sentence or infobox row; a page the path ends on keeps its own passage."""
+    extra = {**ev.extra, "triples": [dict(t) for t in triples]}
+    if stated is None:
+        return replace(ev, extra=extra)
+    return replace(ev, source="kg", evidence_text=stated, extra=extra)
 
 
 def live_fetch_times(store: Store, found: Iterable[tuple[Passage, Page]]) -> dict[int, str | None]:
@@ -462,7 +503,7 @@ def _open_store(d: Path, channels: str | Sequence[str] | None) -> tuple[Store, t
     store = Store.open(d)
     try:
         wanted = parse_channels(channels)
-        have = available_channels(d, wanted)
+        have = available_channels(d, wanted, store)
         if wanted is None:
             wanted = have
         missing = [c for c in wanted if c not in have]

@@ -1,5 +1,9 @@
-"""Batch answering for ``--queries``: claim by claim into ``--out``, atomically and resumably, one failed claim
-answered by a ``status: error`` line while the others go on."""
+"""Batch answering for ``--queries``: into ``--out``, atomically and resumably, one failed claim answered by a
+``status: error`` line while the others go on.
+
+Claims go in blocks when they can (:class:`BlockAnswerer`: each channel searches a block at once, two blocks in
+flight), else claim by claim (the live fallback, whose requests are one at a time and whose deadline is per
+claim, and multi-hop retrieval); the output is the same either way, in query order."""
 
 from __future__ import annotations
 
@@ -8,17 +12,21 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from retriever.api import NO_ID
-from wikiground.errors import QueryError, WikigroundError
+from wikiground.errors import ConfigError, QueryError, WikigroundError
 from wikiground.text import clean_surrogates
 
 log = logging.getLogger("retriever.query")
 
-__all__ = ["BatchRunner", "answer_claim", "json_line"]
+__all__ = ["BLOCK_SIZE", "BatchRunner", "BlockAnswerer", "answer_claim", "block_answerer", "json_line"]
+
+BLOCK_SIZE = 64  # claims per block: enough for the channels' batch searches to fill both cores
+BLOCK_ENV = "WIKIGROUND_BATCH_BLOCK"
+BLOCKS_AHEAD = 2  # blocks in flight: one block's fusion (Python) overlaps the next one's searches
 
 
 def answer_claim(
@@ -51,6 +59,57 @@ def answer_claim(
 def json_line(obj: Any, *, indent: int | None = None) -> str:
     """``obj`` as one line of UTF-8-safe JSON: a lone surrogate anywhere (an id, a title) becomes U+FFFD."""
     return clean_surrogates(json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False)) + "\n"
+
+
+class BlockAnswerer:
+    """``answer_block([(id, text), ...])`` -> their output lines, as ``answer_claim`` gives them one by one, from
+    :func:`retriever.batch_search.search_many` (no live fallback, no multi-hop)."""
+
+    def __init__(
+        self, retriever: Any, *, k: int, indexes: str | None = None, passages: bool = False, size: int = BLOCK_SIZE
+    ):
+        self.retriever, self.k, self.indexes, self.passages = retriever, k, indexes, passages
+        self.size = size  # claims per block
+
+    def prepare(self) -> None:
+        """Load every channel (the JVM, the model) in this thread, before blocks run on other threads."""
+        self.retriever.warm_up()
+
+    def __call__(self, items: list[tuple[Any, str]]) -> list[dict[str, Any]]:
+        from retriever.batch_search import search_many
+
+        results = search_many(
+            self.retriever, [text for _, text in items], self.k, channels=self.indexes, passages=self.passages
+        )
+        return [res.to_dict(id_) for (id_, _), res in zip(items, results)]
+
+
+def block_answerer(
+    retriever: Any,
+    *,
+    k: int,
+    indexes: str | None = None,
+    multihop: bool = False,
+    on_the_fly: bool | None = None,
+    passages: bool = False,
+) -> BlockAnswerer | None:
+    """The block answerer for a batch with these options, or None when its claims go one by one: multi-hop, and
+    the live fallback (its requests go one at a time at the rate limit, and each claim has its own deadline)."""
+    live = retriever.on_the_fly if on_the_fly is None else on_the_fly
+    size = block_size()
+    if multihop or live or size <= 1:
+        return None
+    return BlockAnswerer(retriever, k=k, indexes=indexes, passages=passages, size=size)
+
+
+def block_size() -> int:
+    """Claims per block: ``$WIKIGROUND_BATCH_BLOCK`` (0 or 1: claim by claim, as before blocks), else BLOCK_SIZE."""
+    raw = os.environ.get(BLOCK_ENV, "").strip()
+    if not raw:
+        return BLOCK_SIZE
+    if not raw.isdigit():
+        raise ConfigError(f"{BLOCK_ENV}={raw!r}: expected a whole number of claims per block (0: one by one)")
+    return int(raw)
 
 
 def _answer_one(answer: Callable[..., dict[str, Any]], id_: Any, text: str, where: str) -> tuple[dict[str, Any], str]:
@@ -87,12 +146,16 @@ class BatchRunner:
         *,
         resume: bool = False,
         quiet: bool = False,
+        answer_block: Callable[[list[tuple[Any, str]]], list[dict[str, Any]]] | None = None,
+        block_size: int | None = None,
     ):
         self.answer = answer
         self.queries = queries
         self.out = out
         self.resume = resume
         self.quiet = quiet
+        self.answer_block = answer_block
+        self.block_size = max(1, int(block_size or getattr(answer_block, "size", BLOCK_SIZE)))
         self.requests = self.cache_hits = self.errors = 0
 
     def run(self, on_the_fly: bool = False) -> int:
@@ -107,9 +170,7 @@ class BatchRunner:
         t0 = time.perf_counter()
         hidden = self.quiet or (not sys.stderr.isatty() and self.out is None)
         try:
-            for i in tqdm(todo, unit="q", disable=hidden, file=sys.stderr):
-                id_, text = self.queries[i]
-                res, line = _answer_one(self.answer, id_, text, clean_surrogates(f"query {i + 1} (id {id_!r})"))
+            for i, res, line in tqdm(self._answers(todo), total=len(todo), unit="q", disable=hidden, file=sys.stderr):
                 self._count(res)
                 if journal is not None:
                     journal.append(i, line)
@@ -127,6 +188,57 @@ class BatchRunner:
                 journal.close()
         self._report(len(todo), time.perf_counter() - t0, on_the_fly)
         return 1 if self.errors else 0
+
+    def _answers(self, todo: list[int]) -> Iterator[tuple[int, dict[str, Any], str]]:
+        """(position, result, output line) of each claim of ``todo``, in order: by blocks with ``answer_block``,
+        else (and when a channel cannot load: each claim then gets its error line) one by one."""
+        if self.answer_block is not None and len(todo) > 1:
+            prepare = getattr(self.answer_block, "prepare", None)
+            try:
+                if prepare is not None:
+                    prepare()
+            except Exception as exc:  # noqa: BLE001 - reported per claim, by the claims' own answers
+                log.debug("batch by blocks unavailable (%s); answering claim by claim", exc, exc_info=True)
+            else:
+                yield from self._blocks(todo)
+                return
+        for i in todo:
+            yield (i, *self._one(self.answer, i))
+
+    def _blocks(self, todo: list[int]) -> Iterator[tuple[int, dict[str, Any], str]]:
+        """By blocks of ``block_size`` claims, ``BLOCKS_AHEAD`` of them in flight; a block that fails is answered
+        again claim by claim, so only its failing claims get error lines."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        blocks = [todo[a : a + self.block_size] for a in range(0, len(todo), self.block_size)]
+        pool = ThreadPoolExecutor(BLOCKS_AHEAD, thread_name_prefix="batch")
+        try:
+            ahead = [pool.submit(self.answer_block, [self.queries[i] for i in b]) for b in blocks[:BLOCKS_AHEAD]]
+            for n, block in enumerate(blocks):
+                future = ahead.pop(0)
+                if n + BLOCKS_AHEAD < len(blocks):
+                    nxt = blocks[n + BLOCKS_AHEAD]
+                    ahead.append(pool.submit(self.answer_block, [self.queries[i] for i in nxt]))
+                yield from self._block_lines(block, future)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _block_lines(self, block: list[int], future: Any) -> Iterator[tuple[int, dict[str, Any], str]]:
+        try:
+            results = future.result()
+            if len(results) != len(block):
+                raise QueryError(f"{len(results)} answers to a block of {len(block)} claims")
+        except Exception as exc:  # noqa: BLE001 - answered again one by one: only the failing claims fail
+            log.debug("a block of %d claims failed (%s); answering them one by one", len(block), exc, exc_info=True)
+            for i in block:
+                yield (i, *self._one(self.answer, i))
+            return
+        for i, res in zip(block, results):
+            yield (i, *self._one(lambda text, id_, res=res: res, i))
+
+    def _one(self, answer: Callable[..., dict[str, Any]], i: int) -> tuple[dict[str, Any], str]:
+        id_, text = self.queries[i]
+        return _answer_one(answer, id_, text, clean_surrogates(f"query {i + 1} (id {id_!r})"))
 
     def _count(self, res: dict[str, Any]) -> None:
         self.requests += res.get("requests", 0)

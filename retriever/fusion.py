@@ -20,7 +20,7 @@ RRF_K = 60
 # Channel weights for RRF, chosen on the dev sets (fever_dev_vital, hotpotqa_dev_multihop; see
 # benchmarks/RESULTS.md): equal weight for the three strong channels, TF-IDF as a tie-breaker (it mostly
 # duplicates BM25). With these, fused recall@5 is above every channel alone on both sets.
-DEFAULT_WEIGHTS: Mapping[str, float] = {"title": 1.0, "dense": 1.0, "bm25": 1.0, "tfidf": 0.3}
+DEFAULT_WEIGHTS: Mapping[str, float] = {"title": 1.0, "dense": 1.0, "bm25": 1.0, "tfidf": 0.3, "kg": 1.0}
 FUSION_METHODS = ("rrf", "score")
 
 
@@ -50,6 +50,8 @@ class FusedPassage:
     scores: dict[str, float] = field(default_factory=dict)
     matched: str | None = None
     title: str = ""
+    triples: tuple = ()  # the kg path that led to this passage (Hit.triples)
+    stated: str | None = None  # the sentence or infobox row of this passage stating the path's last fact
 
 
 @dataclass(slots=True)
@@ -66,6 +68,23 @@ def _channel_contrib(method: str, rank: int, score: float, lo: float, hi: float,
         return 1.0 / (rrf_k + rank)
     # Min-max normalised score per channel; a single-hit channel counts fully.
     return 1.0 if hi <= lo else (score - lo) / (hi - lo)
+
+
+def _add_hit(passages: dict[int, FusedPassage], channel: str, h: Hit, contrib: float) -> None:
+    """Count one channel's hit towards its passage (a channel counts once per passage)."""
+    fp = passages.get(h.passage_id)
+    if fp is None:
+        fp = passages[h.passage_id] = FusedPassage(h.passage_id, h.page_id, 0.0, title=h.title)
+    if channel not in fp.ranks:
+        fp.ranks[channel] = h.rank
+        fp.scores[channel] = h.score
+        fp.score += contrib
+    if h.matched and not fp.matched:
+        fp.matched = h.matched
+    if not fp.title and h.title:
+        fp.title = h.title
+    if h.triples and not fp.triples:
+        fp.triples, fp.stated = h.triples, h.stated
 
 
 def fuse(
@@ -94,17 +113,7 @@ def fuse(
         page_rank = 0
         seen_pages: set[int] = set()
         for h in hits:
-            fp = passages.get(h.passage_id)
-            if fp is None:
-                fp = passages[h.passage_id] = FusedPassage(h.passage_id, h.page_id, 0.0, title=h.title)
-            if channel not in fp.ranks:
-                fp.ranks[channel] = h.rank
-                fp.scores[channel] = h.score
-                fp.score += cw * _channel_contrib(method, h.rank, h.score, lo, hi, rrf_k)
-            if h.matched and not fp.matched:
-                fp.matched = h.matched
-            if not fp.title and h.title:
-                fp.title = h.title
+            _add_hit(passages, channel, h, cw * _channel_contrib(method, h.rank, h.score, lo, hi, rrf_k))
             if h.page_id in seen_pages:
                 continue
             seen_pages.add(h.page_id)

@@ -15,47 +15,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from wikiground.errors import ConfigError, QueryError, WikigroundError
+from retriever.cli_options import MAX_HOPS, add_search_options, check_search_options, planner_of, retriever_opener
+from retriever.cli_options import fallback_settings as _fallback_settings
+from retriever.cli_options import parse_weights as _parse_weights
+from wikiground.errors import QueryError, WikigroundError
 from wikiground.text import clean_surrogates
 
 log = logging.getLogger("retriever.query")
 
-MAX_HOPS = 10  # multi-hop iterations: each hop runs up to a dozen searches
-
-
-def _fallback_settings(args: argparse.Namespace) -> Any:
-    """The live fallback's settings from the flags; unset ones come from ``WIKIGROUND_*`` variables."""
-    from fallback.settings import FallbackSettings
-
-    return FallbackSettings.from_env(
-        api_url=args.api_url,
-        contact=args.contact,
-        cache_dir=args.cache,
-        cache_mode=args.cache_mode,
-        rate=args.rate,
-        live_deadline=args.live_deadline,
-    )
-
-
-def _parse_weights(spec: str | None) -> dict[str, float] | None:
-    """``title=1.5,dense=1`` -> weights, checked (known channels, finite, 0..MAX_WEIGHT)."""
-    from retriever.fusion import check_weights
-
-    if not spec:
-        return None
-    out: dict[str, float] = {}
-    for part in spec.split(","):
-        name, eq, val = part.partition("=")
-        try:
-            out[name.strip()] = float(val)
-        except ValueError as exc:
-            raise QueryError(f"--weights: expected name=number pairs, got {part!r}") from exc
-        if not eq:
-            raise QueryError(f"--weights: expected name=number pairs, got {part!r}")
-    try:
-        return check_weights(out)
-    except ConfigError as exc:
-        raise QueryError(f"--{exc}") from exc
+__all__ = ["MAX_HOPS", "_fallback_settings", "_parse_weights", "build_parser", "main", "read_queries"]
 
 
 def _no_constants(name: str) -> Any:
@@ -131,50 +99,12 @@ def _table(result: dict[str, Any], out: TextIO) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m retriever.query", description=__doc__.split("\n")[0])
     p.add_argument("claim", nargs="?", help="claim or question text")
-    p.add_argument("--index", required=True, type=Path, help="index folder built by `python -m indexer build`")
-    p.add_argument("--k", type=int, default=10, help="evidence items to return, 1 to 1000 (default 10)")
-    p.add_argument(
-        "--indexes", default="all", help="channels: comma list of bm25,dense,tfidf,title (default: all built)"
-    )
+    add_search_options(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--queries", type=Path, help="JSONL file of {id, claim} or {id, question}")
     p.add_argument("--out", type=Path, help="JSONL output for --queries (default: stdout); replaced when complete")
     p.add_argument(
         "--resume", action="store_true", help="continue a batch into --out that was cut off (keeps its answers)"
-    )
-    p.add_argument(
-        "--fusion", choices=("rrf", "score"), default="rrf", help="reciprocal rank fusion (default) or weighted scores"
-    )
-    p.add_argument("--weights", help="per-channel weights, e.g. title=1.5,dense=1,bm25=0.7,tfidf=0.3")
-    p.add_argument("--passages", action="store_true", help="top-k passages instead of top-k pages")
-    p.add_argument(
-        "--multihop", action="store_true", help="iterative multi-hop retrieval (entity, semantic and attribute queries)"
-    )
-    p.add_argument("--hops", type=int, default=None, help=f"multi-hop iterations, 1 to {MAX_HOPS} (default 3)")
-    g = p.add_argument_group("live Wikipedia fallback (only for entities the local index lacks)")
-    g.add_argument("--on-the-fly", action="store_true", help="ask the live MediaWiki API for missing entities")
-    g.add_argument("--api-url", help="MediaWiki api.php URL (default English Wikipedia)")
-    g.add_argument(
-        "--contact", help="contact URL or email for the User-Agent (Wikimedia policy; or WIKIGROUND_CONTACT)"
-    )
-    g.add_argument("--cache", type=Path, help="cache folder for live responses")
-    g.add_argument(
-        "--cache-mode", choices=("record", "replay", "off"), help="record (default when live), replay (no network), off"
-    )
-    g.add_argument("--rate", type=float, help="requests per second (default 1, at least 0.01)")
-    g.add_argument(
-        "--live-deadline",
-        type=float,
-        metavar="SECONDS",
-        help="all of one claim's live lookups end by this, retries and waits included "
-        "(default 30; or WIKIGROUND_LIVE_DEADLINE)",
-    )
-    g.add_argument("--ingest-live", action="store_true", help="write pages fetched live into the index's delta store")
-    g.add_argument(
-        "--live-bridges",
-        action="store_true",
-        help="with --on-the-fly, also when every entity is local: fetch the second hop's pages that the "
-        "index lacks (names in the best local evidence; one request)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging and tracebacks")
@@ -199,39 +129,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    from retriever.api import check_k
-
     if args.claim is None and args.queries is None:
         raise QueryError("give a claim, or --queries FILE.jsonl")
-    check_k(args.k, what="--k")
-    if args.hops is not None and not 1 <= args.hops <= MAX_HOPS:
-        raise QueryError(f"--hops must be a whole number from 1 to {MAX_HOPS}, got {args.hops}")
-    if args.hops is not None and not args.multihop:
-        raise QueryError("--hops works with --multihop")
-    if args.live_bridges and not args.on_the_fly:
-        raise QueryError("--live-bridges works with --on-the-fly")
+    check_search_options(args)
     if args.resume and (args.queries is None or args.out is None):
         raise QueryError("--resume works with --queries and --out")
 
 
 def _run(args: argparse.Namespace) -> int:
-    from retriever.api import Retriever
-
     _check_args(args)
-    weights = _parse_weights(args.weights)
+    opener = retriever_opener(args)
     queries = list(read_queries(args.queries)) if args.queries is not None else []
-    retriever = Retriever.open(
-        args.index,
-        channels=args.indexes,
-        weights=weights,
-        fusion=args.fusion,
-        on_the_fly=args.on_the_fly,
-        fallback=_fallback_settings(args) if args.on_the_fly else None,
-        ingest_live=args.ingest_live,
-        live_bridges=args.live_bridges,
-    )
-    with retriever:
-        answer = _answerer(args, retriever)
+    planner = planner_of(args)
+    with opener() as retriever:
+        answer = _answerer(args, retriever, planner)
         if args.queries is None:
             result = answer(clean_surrogates(args.claim))
             if args.json:
@@ -245,19 +156,28 @@ def _run(args: argparse.Namespace) -> int:
 
                     write_hops(result, sys.stdout)
             return 0
-        from retriever.batch import BatchRunner
+        from retriever.batch import BatchRunner, block_answerer
 
-        return BatchRunner(answer, queries, args.out, resume=args.resume, quiet=args.quiet).run(args.on_the_fly)
+        block = block_answerer(retriever, k=args.k, multihop=args.multihop, passages=args.passages)
+        runner = BatchRunner(answer, queries, args.out, resume=args.resume, quiet=args.quiet, answer_block=block)
+        return runner.run(args.on_the_fly)
 
 
-def _answerer(args: argparse.Namespace, retriever: Any) -> Callable[..., dict[str, Any]]:
+def _answerer(args: argparse.Namespace, retriever: Any, planner: Any = None) -> Callable[..., dict[str, Any]]:
     """``answer(text, id=NO_ID)`` -> the output line of one claim, from the retriever or the multi-hop pipeline."""
     from retriever.api import NO_ID
-    from retriever.batch import answer_claim
+    from retriever.cli_options import answer as answer_line
 
     def answer(text: str, id_: Any = NO_ID) -> dict[str, Any]:
-        return answer_claim(
-            retriever, text, k=args.k, multihop=args.multihop, hops=args.hops, passages=args.passages, id=id_
+        return answer_line(
+            retriever,
+            text,
+            k=args.k,
+            multihop=args.multihop,
+            hops=args.hops,
+            passages=args.passages,
+            planner=planner,
+            id=id_,
         )
 
     return answer

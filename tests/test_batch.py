@@ -16,8 +16,9 @@ import time
 
 import pytest
 
+from retriever.batch_search import search_many
 from tests.conftest import ROOT, SHARED
-from wikiground.errors import QueryError
+from wikiground.errors import QueryError, WikigroundError
 
 FEVER_FIXTURE_CLAIMS = SHARED / "claims" / "fever_dev_fixture_dumps.jsonl"
 
@@ -149,7 +150,8 @@ def test_killed_batch_is_resumed(gensim_store, tmp_path):
     out.write_text("the previous run\n")
     cmd = [sys.executable, "-m", "retriever.query", "--index", str(gensim_store), "--k", "3"]
     cmd += ["--queries", str(src), "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = {**os.environ, "WIKIGROUND_BATCH_BLOCK": "4"}  # answers land a block at a time: several blocks
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     journal = _journal(out)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
@@ -257,3 +259,155 @@ def test_read_queries_ids_and_bad_lines(tmp_path):
         with pytest.raises(QueryError, match=detail) as info:
             list(read_queries(src))
         assert f"{src}:{len(bad.splitlines())}" in str(info.value)
+
+
+# -- blocks: each channel searches many claims at once; the answers are those of one claim at a time ----------------
+
+
+def _block_claims() -> list[str]:
+    claims = [json.loads(x)["claim"] for x in FEVER_FIXTURE_CLAIMS.read_text(encoding="utf-8").splitlines()]
+    odd = ["", "   ", "Aristotle was a \ud800 philosopher.", '"Brave New World" is a novel by Aldous Huxley.', "the of"]
+    return claims[:20] + odd + claims[20:]
+
+
+def _without_timings(result) -> dict:
+    d = result.to_dict()
+    d.pop("timings_ms")
+    return d
+
+
+@pytest.mark.parametrize(
+    ("channels", "passages"), [(None, False), ("title,bm25,tfidf", True), ("bm25,title", False), ("dense", False)]
+)
+def test_search_many_answers_as_search_does(gensim_index, channels, passages):
+    """Same evidence, same order, same scores and entities as claim by claim, whatever the channels' order (fusion
+    sums in it), with pages or passages, for blank claims and lone surrogates too."""
+    from retriever.api import Retriever
+
+    claims = _block_claims()
+    with Retriever.open(gensim_index) as r:
+        one = [_without_timings(r.search(c, 7, channels=channels, passages=passages)) for c in claims]
+        many = []
+        for a in range(0, len(claims), 9):
+            block = search_many(r, claims[a : a + 9], 7, channels=channels, passages=passages)
+            many += [_without_timings(x) for x in block]
+    assert many == one
+    assert [x["status"] for x in many[20:22]] == ["empty_query", "empty_query"]
+    assert sum(x["status"] == "ok" for x in many) >= len(claims) - 4
+
+
+def test_a_block_searches_each_channel_once_and_asks_the_store_once(gensim_index, monkeypatch):
+    """Claim by claim, every claim cost each channel a call and the store three round trips (entities, their lead
+    passages, the evidence rows), each a few milliseconds of DuckDB; a block makes one of each."""
+    from collections import Counter
+
+    from backends.bm25 import BM25Backend
+    from backends.tfidf import TfidfBackend
+    from indexer.store import Store
+    from retriever.api import Retriever
+
+    calls: Counter = Counter()
+
+    def count(cls, name: str, key: str) -> None:
+        orig = getattr(cls, name)
+
+        def counted(self, *args, **kwargs):
+            calls[key] += 1
+            return orig(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, counted)
+
+    for name in ("resolve_titles", "lead_passages", "passages_with_pages"):
+        count(Store, name, name)
+    for cls in (BM25Backend, TfidfBackend):
+        count(cls, "search", f"{cls.name}.search")
+        count(cls, "search_batch", f"{cls.name}.search_batch")
+    claims = _block_claims()[:20]
+    with Retriever.open(gensim_index, channels="bm25,tfidf,title") as r:
+        r.warm_up()
+        one = [_without_timings(r.search(c, 5)) for c in claims]
+        assert calls["resolve_titles"] >= len(claims) and calls["passages_with_pages"] == len(claims)
+        calls.clear()
+        many = [_without_timings(x) for x in search_many(r, claims, 5)]
+    assert many == one
+    assert dict(calls) == {
+        "resolve_titles": 1,
+        "lead_passages": 1,
+        "passages_with_pages": 1,
+        "bm25.search_batch": 1,
+        "tfidf.search_batch": 1,
+    }
+
+
+def test_a_failing_block_is_answered_claim_by_claim(gensim_store, tmp_path):
+    """Only the failing claim of a block gets an error line; the others get the answers of the sequential path."""
+    from retriever.api import Retriever
+    from retriever.batch import BatchRunner, BlockAnswerer, block_answerer
+    from retriever.query import read_queries
+
+    src, claims = _fixture_claims(tmp_path, 10)
+    queries = list(read_queries(src))
+    bad = claims[6]["id"]
+    with Retriever.open(gensim_store) as r:
+
+        def answer(text, id_):
+            if id_ == bad:
+                raise RuntimeError("boom")
+            return r.search(text, 3).to_dict(id_)
+
+        blocks = BlockAnswerer(r, k=3, size=4)
+
+        def answer_block(items):
+            if any(id_ == bad for id_, _ in items):
+                raise RuntimeError("boom")
+            return blocks(items)
+
+        out, fresh = tmp_path / "out.jsonl", tmp_path / "fresh.jsonl"
+        assert BatchRunner(answer, queries, out, quiet=True, answer_block=answer_block, block_size=4).run() == 1
+        BatchRunner(lambda text, id_: r.search(text, 3).to_dict(id_), queries, fresh, quiet=True).run()
+        # The live fallback and multi-hop go claim by claim (one request at a time, a deadline per claim).
+        assert block_answerer(r, k=3, on_the_fly=True) is None and block_answerer(r, k=3, multihop=True) is None
+    lines = _lines(out)
+    assert [x["status"] == "error" for x in lines] == [i == 6 for i in range(10)]
+    assert "unexpected RuntimeError: boom" in lines[6]["error"]
+    expected, got = _stable(_lines(fresh)), _stable(lines)
+    assert got[:6] + got[7:] == expected[:6] + expected[7:]
+
+
+def test_cli_blocks_write_what_claim_by_claim_writes(gensim_index, tmp_path, monkeypatch):
+    src, claims = _fixture_claims(tmp_path)
+    outs = {}
+    for block in ("0", "7"):  # 0: one claim at a time, as before blocks
+        monkeypatch.setenv("WIKIGROUND_BATCH_BLOCK", block)
+        out = tmp_path / f"out{block}.jsonl"
+        assert (
+            _main("--index", gensim_index, "--indexes", "bm25,tfidf,title", "--k", "5", "--queries", src, "--out", out)
+            == 0
+        )
+        outs[block] = _stable(_lines(out))
+    assert len(outs["0"]) == len(claims) and outs["7"] == outs["0"]
+    monkeypatch.setenv("WIKIGROUND_BATCH_BLOCK", "many")
+    from retriever.query import main
+
+    with pytest.raises(WikigroundError, match="WIKIGROUND_BATCH_BLOCK='many'"):
+        main(["--index", str(gensim_index), "--queries", str(src), "--out", str(tmp_path / "x.jsonl"), "--verbose"])
+
+
+def test_bm25_batches_from_threads_match_single_searches(gensim_index):
+    """Lucene's batch search runs on Java threads; batches and single searches from several Python threads at once
+    still get each query's own hits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import backends
+
+    claims = _block_claims()
+    b = backends.load("bm25", gensim_index)
+    try:
+        one = [b.search(c, 20) for c in claims]
+        assert b.search_batch(claims, 20) == one
+        with ThreadPoolExecutor(3) as pool:
+            runs = [pool.submit(b.search_batch, claims, 20) for _ in range(2)]
+            runs.append(pool.submit(lambda: [b.search(c, 20) for c in claims]))
+            assert [f.result() for f in runs] == [one] * 3
+    finally:
+        b.close()

@@ -79,3 +79,23 @@ def test_query_options_are_bounded(gensim_store, capsys):
     with Retriever.open(gensim_store) as r:
         with pytest.raises(QueryError, match="from 1 to 1000"):
             r.search("Aristotle", 10**9)
+
+
+def test_server_takes_the_query_commands_search_options():
+    """The server's request defaults are the query command's options, defined once: it lacked --live-deadline and
+    did not check --hops; every query flag but the ones about one run's input and output is the server's too."""
+    from retriever.query import build_parser as query_parser
+    from retriever.serve.__main__ import build_parser as serve_parser
+
+    def flags(parser) -> dict:
+        return {s: a for a in parser._actions for s in a.option_strings}
+
+    query, served = flags(query_parser()), flags(serve_parser())
+    own = {"--json", "--queries", "--out", "--resume", "--quiet", "-h", "--help"}
+    missing = set(query) - own - set(served)
+    assert not missing, f"the server lacks {sorted(missing)}"
+    for name in set(query) - own:
+        q, s = query[name], served[name]
+        assert (q.dest, q.default, q.type, q.choices, type(q)) == (s.dest, s.default, s.type, s.choices, type(s)), name
+    for name in ("--planner", "--lm", "--lm-api-base", "--live-deadline", "--indexes", "--multihop", "--k"):
+        assert name in served

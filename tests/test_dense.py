@@ -139,8 +139,8 @@ def test_approximate_index_path(built, tmp_path, backend):
     out = tmp_path / "dense"
     shutil.copytree(root / "dense" / "shards", out / "shards")
     params = dense.assemble(root / "wiki.duckdb", out, exact_threshold=100, nprobe=4)
-    assert params["index_type"] == "ivf_sq8+rerank" and params["nlist"] >= 2
-    assert (out / "ivf_sq8.faiss").is_file()
+    assert params["index_type"] == "ivf_pq+rerank" and params["nlist"] >= 2
+    assert (out / "ivf_pq.faiss").is_file()
     approx = dense.load(out)
     assert approx.ivf is not None and approx.ivf.ntotal == len(built[1])
     recall = []

@@ -199,9 +199,9 @@ def test_a_truncated_store_is_index_corrupt_naming_it(gensim_store, tmp_path):
 def test_a_truncated_tfidf_matrix_is_index_corrupt_naming_it(corpora, tmp_path):
     out = tmp_path / "idx"
     _build(corpora["a"][0], out)
-    _truncate(out / "tfidf" / "matrix.npz")
+    _truncate(out / "tfidf" / "data.npy")
     with Retriever.open(out, channels="tfidf") as r:
-        with pytest.raises(IndexCorruptError, match="matrix.npz"):
+        with pytest.raises(IndexCorruptError, match="data.npy"):
             r.search(_claim(corpora["a"][1], 2)[1], 5)
 
 

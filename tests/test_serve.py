@@ -283,7 +283,7 @@ def test_host_warning_and_bad_index_through_the_wikiground_command(tmp_path, cap
     err = capsys.readouterr().err
     assert "warning: binding 0.0.0.0" in err and "error: no store at" in err
     assert main(["serve", "--index", str(tmp_path), "--k", "0"]) == 2
-    assert "--k must be positive" in capsys.readouterr().err
+    assert "--k must be a whole number from 1 to 1000" in capsys.readouterr().err
 
 
 # -- generations and timeouts, in-process ---------------------------------------------------------------

@@ -211,8 +211,10 @@ def test_lists_categorymembers_backlinks_search(api_url, retriever):
     ("params", "code"),
     [
         ({"action": "edit"}, "badvalue"),
-        ({"action": "query", "prop": "revisions", "titles": "X"}, "badvalue"),
-        ({"action": "query", "list": "random"}, "badvalue"),
+        ({"action": "opensearch", "search": "X"}, "badvalue"),
+        ({"action": "query", "generator": "random", "titles": "X"}, "badvalue"),
+        ({"action": "parse", "page": "No such page here"}, "missingtitle"),
+        ({"action": "parse", "oldid": "123456789012345"}, "nosuchrevid"),
         ({}, "missingparam"),
     ],
 )
@@ -220,6 +222,18 @@ def test_unknown_action_or_module_gets_the_error_shape(api_url, params, code):
     r = httpx.get(api_url, params=params, timeout=30)
     assert r.status_code == 200 and r.json()["error"]["code"] == code and r.json()["error"]["info"]
     assert r.headers["MediaWiki-API-Error"] == code
+
+
+def test_unserved_prop_list_and_meta_values_are_warnings(api_url, retriever):
+    """``prop``, ``list`` and ``meta`` take several values: MediaWiki answers the ones it knows and warns about the
+    rest (Wikipedia-API asks ``prop=langlinks``); an error here lost the whole answer."""
+    title = retriever.store._all("SELECT title FROM pages ORDER BY page_id LIMIT 1")[0][0]
+    body = _get(api_url, action="query", titles=title, prop="info|langlinks", list="geosearch", meta="tokens")
+    warned = body["warnings"]["main"]["*"]
+    assert 'Unrecognized value for parameter "prop": langlinks.' in warned
+    assert 'Unrecognized value for parameter "list": geosearch.' in warned and '"meta": tokens' in warned
+    (page,) = body["query"]["pages"].values()
+    assert page["title"] == title and page["contentmodel"] == "wikitext" and "langlinks" not in page
 
 
 def test_unserved_parameters_are_warned_about(api_url, retriever):
@@ -312,3 +326,123 @@ def test_on_the_fly_against_the_local_api_shares_one_rate_limit(served, api_url,
     aristotle = next(line for line in lines if line["query"].startswith("Aristotle"))
     top = next(e for e in aristotle["evidence"] if e["title"] == "Aristotle")
     assert top["origin"] == "live" and top["evidence_text"] in first.store.page_by_title("Aristotle").lead
+
+
+# -- what the common Python clients send (the `wikipedia` package, mwclient), as they send it ---------------------
+
+
+def test_wikipedia_package_content_reads_extract_and_revision_ids(api_url, retriever):
+    """``WikipediaPage.content`` asks ``prop=extracts|revisions&explaintext&rvprop=ids`` and reads the extract,
+    ``revisions[0].revid`` and ``parentid``: ``prop=revisions`` was an error, so every ``page.content`` failed."""
+    store = retriever.store
+    source, target = _redirect(store)
+    page = store.page_by_title(target)
+    body = _get(api_url, action="query", prop="extracts|revisions", explaintext="", rvprop="ids", titles=target)
+    got = body["query"]["pages"][str(page.page_id)]
+    assert got["extract"].startswith(page.lead[:50]) and got["revisions"] == [{"revid": page.rev_id, "parentid": 0}]
+    # mwclient's page.text(): rvprop=content|timestamp with rvslots=main, in formatversion 2 too.
+    for fv, key in (("1", "*"), ("2", "content")):
+        body = _get(
+            api_url,
+            action="query",
+            prop="revisions",
+            rvprop="content|timestamp",
+            rvslots="main",
+            titles=source,
+            redirects="1",
+            formatversion=fv,
+        )
+        pages = body["query"]["pages"]
+        (rev,) = (pages[0] if fv == "2" else pages[str(page.page_id)])["revisions"]
+        assert rev["slots"]["main"][key].startswith(page.lead[:50]) and rev["timestamp"] == page.rev_timestamp
+        assert "wikitext" in str(body["warnings"]["revisions"])  # says it is the stored text, not wikitext
+
+
+def test_wikipedia_package_reads_disambiguation_options_from_rvparse_html(api_url, retriever):
+    from html.parser import HTMLParser
+
+    from retriever.serve.pages import page_view
+
+    store = retriever.store
+    dab = _dab(store)
+    pid = store.page_by_title(dab).page_id
+    info = _get(api_url, action="query", prop="info|pageprops", inprop="url", ppprop="disambiguation", titles=dab)
+    assert info["query"]["pages"][str(pid)]["pageprops"] == {"disambiguation": ""}
+    body = _get(api_url, action="query", prop="revisions", rvprop="content", rvparse="", rvlimit="1", titles=dab)
+    html = body["query"]["pages"][str(pid)]["revisions"][0]["*"]
+
+    class Anchors(HTMLParser):  # what the package does with BeautifulSoup: the text of each <li>'s <a>
+        def __init__(self):
+            super().__init__()
+            self.options, self.in_li, self.in_a = [], False, False
+
+        def handle_starttag(self, tag, attrs):
+            self.in_li = self.in_li or tag == "li"
+            self.in_a = self.in_li and tag == "a"
+
+        def handle_endtag(self, tag):
+            self.in_a = False if tag == "a" else self.in_a
+            self.in_li = False if tag == "li" else self.in_li
+
+        def handle_data(self, data):
+            if self.in_a:
+                self.options.append(data)
+
+    parser = Anchors()
+    parser.feed(html)
+    assert parser.options == page_view(store, dab)["options"] and parser.options
+
+
+def test_parse_sections_text_categories_links(api_url, retriever):
+    store = retriever.store
+    title, pid = store._all(
+        "SELECT p.title, p.page_id FROM pages p JOIN sections s USING (page_id) WHERE s.level = 3 GROUP BY 1, 2 "
+        "ORDER BY 2 LIMIT 1"
+    )[0]
+    heads = store._all(
+        "SELECT heading, level FROM sections WHERE page_id = ? AND section_index > 0 ORDER BY section_index", [pid]
+    )
+    body = _get(api_url, action="parse", page=title, prop="sections|text|categories|links|revid")["parse"]
+    assert (body["title"], body["pageid"], body["revid"]) == (title, pid, store.page(pid).rev_id)
+    assert [(s["line"], int(s["level"])) for s in body["sections"]] == heads
+    assert body["sections"][0]["number"] == "1" and any("." in s["number"] for s in body["sections"])
+    assert [c["*"] for c in body["categories"]] == [c.replace(" ", "_") for c in store.categories(pid)]
+    assert [x["*"] for x in body["links"]] == sorted({canonical_title(t) for t, _ in store.links(pid)})
+    assert body["text"]["*"].startswith('<div class="mw-parser-output">')
+    v2 = _get(api_url, action="parse", pageid=str(pid), prop="text|links", formatversion="2")["parse"]
+    assert isinstance(v2["text"], str) and all(isinstance(x["exists"], bool) for x in v2["links"])
+    # The `wikipedia` package sends titles= to action=parse, which MediaWiki does not read: it parses nothing.
+    nothing = _get(api_url, action="parse", prop="sections", titles=title)
+    assert nothing["parse"] == {"title": "API", "pageid": 0, "sections": []}
+    assert "Unrecognized parameter: titles." in nothing["warnings"]["main"]["*"]
+
+
+def test_mwclient_site_init_and_generators(api_url, retriever):
+    """mwclient asks ``meta=siteinfo|userinfo`` when it connects (and ``userinfo`` with every query), reads
+    ``general.generator`` as "MediaWiki X.Y" and the namespaces; a page's categories and backlinks are generators."""
+    from retriever.serve.pages import backlinks
+
+    store = retriever.store
+    init = _get(
+        api_url,
+        action="query",
+        meta="siteinfo|userinfo",
+        siprop="general|namespaces",
+        uiprop="groups|rights",
+        **{"continue": ""},
+    )["query"]
+    assert init["general"]["generator"].startswith("MediaWiki 1.")
+    assert init["namespaces"]["14"]["*"] == "Category" and init["userinfo"]["anon"] == ""
+    title, pid = store._all(
+        "SELECT p.title, p.page_id FROM pages p JOIN categories c USING (page_id) GROUP BY 1, 2 "
+        "ORDER BY count(*) DESC LIMIT 1"
+    )[0]
+    cats = _get(api_url, action="query", generator="categories", titles=title, gcllimit="max", prop="info")
+    got = sorted(p["title"] for p in cats["query"]["pages"].values())
+    assert got == sorted(f"Category:{c}" for c in store.categories(pid))
+    assert all(p["ns"] == 14 for p in cats["query"]["pages"].values())
+    bl = _get(api_url, action="query", generator="backlinks", gbltitle=title, gbllimit="max", prop="info")
+    want = {p.title for p in backlinks(store, title)}
+    assert {p["title"] for p in bl.get("query", {}).get("pages", {}).values()} == want
+    rnd = _get(api_url, action="query", list="random", rnnamespace="0", rnlimit="3")["query"]["random"]
+    assert len(rnd) == 3 and all(store.page_by_title(r["title"]) for r in rnd)

@@ -1,8 +1,9 @@
-"""TF-IDF backend over a small store of real HotpotQA-2017 abstracts."""
+"""TF-IDF backend (hashed uni+bigrams, term-major impact-ordered postings) over real HotpotQA-2017 abstracts."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,15 @@ from tests.conftest import ROOT, SHARED
 
 N_PASSAGES = 200
 STEP = 28  # every 28th abstract: a spread over the alphabetically sorted file
+N_FEATURES = 2**18  # small enough for scikit-learn's reference pipeline, which holds arrays of every bucket
+QUERIES = [
+    "Who founded Pershing Square Capital Management?",
+    "Båstad clay courts tennis 1972",
+    "American film directed in 1945",
+    "genus of orchids",
+    "football season club league",
+    "the of and in the",
+]
 
 
 def make_store(path: Path, *, n: int = N_PASSAGES, step: int = STEP) -> list[dict]:
@@ -24,15 +34,20 @@ def make_store(path: Path, *, n: int = N_PASSAGES, step: int = STEP) -> list[dic
     recs = [json.loads(line) for line in lines[::step][:n]]
     con = duckdb.connect(str(path))
     con.execute(DDL)
-    con.executemany(
-        "INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (i, 5000 + i, 0, " ".join(s.strip() for s in r["sentences"]), r["title"], "", "text", 0)
-            for i, r in enumerate(recs)
-        ],
-    )
+    rows = [
+        (i, 5000 + i, 0, " ".join(s.strip() for s in r["sentences"]), r["title"], "", "text", 0)
+        for i, r in enumerate(recs)
+    ]
+    if rows:
+        con.executemany("INSERT INTO passages VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
     con.close()
     return recs
+
+
+def _docs(recs: list[dict]) -> list[str]:
+    from backends.encoder import passage_text
+
+    return [passage_text(r["title"], "", " ".join(s.strip() for s in r["sentences"])) for r in recs]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +56,7 @@ def built(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("tfidf")
     recs = make_store(root / "wiki.duckdb")
-    entry = tfidf.build(root / "wiki.duckdb", root / "tfidf")
+    entry = tfidf.build(root / "wiki.duckdb", root / "tfidf", n_features=N_FEATURES)
     return root, recs, entry
 
 
@@ -52,51 +67,165 @@ def backend(built):
     return tfidf.load(built[0] / "tfidf")
 
 
+@pytest.fixture(scope="module")
+def reference(built):
+    """scikit-learn's own pipeline over the same passages: HashingVectorizer counts, then TfidfTransformer; its
+    matrix restricted to the filled buckets (columns in bucket order, as the backend numbers its terms)."""
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    from backends import tfidf_postings
+
+    params = json.loads((built[0] / "tfidf" / "params.json").read_text())["vectorizer"]
+    hv = tfidf_postings.hasher(params)
+    counts = hv.transform(_docs(built[1])).tocsc()
+    tt = TfidfTransformer(norm="l2", sublinear_tf=True, smooth_idf=True).fit(counts)
+    filled = np.flatnonzero(np.diff(counts.indptr))
+    return hv, tt, filled, tt.transform(counts).tocsc()[:, filled].astype(np.float32)
+
+
+def _sklearn_query(reference, query: str) -> np.ndarray:
+    """scikit-learn's vector of the query over the filled buckets: buckets no passage filled are dropped first,
+    as a TfidfVectorizer drops words outside its vocabulary."""
+    hv, tt, filled, _ = reference
+    counts = hv.transform([query])
+    counts.data[~np.isin(counts.indices, filled)] = 0
+    counts.eliminate_zeros()
+    return tt.transform(counts).tocsc()[:, filled].toarray()[0]
+
+
+def _dense_query(backend, query: str) -> np.ndarray:
+    tids, weights = backend.vectorize(query)
+    out = np.zeros(len(backend.buckets), dtype=np.float32)
+    out[tids] = weights
+    return out
+
+
 def test_manifest_entry(built):
     _, recs, entry = built
     assert entry["type"] == "tfidf" and entry["documents"] == len(recs)
-    assert entry["params"]["vectorizer"]["ngram_range"] == [1, 2]
-    assert entry["params"]["vectorizer"]["sublinear_tf"] is True
-    assert entry["params"]["vocabulary_size"] > 1000
+    vec = entry["params"]["vectorizer"]
+    assert vec["ngram_range"] == [1, 2] and vec["sublinear_tf"] is True and vec["n_features"] == N_FEATURES
+    assert entry["params"]["format_version"] == 2
+    assert entry["params"]["terms"] > 1000 and entry["params"]["nnz"] > entry["params"]["terms"]
     assert entry["build_seconds"] >= 0
 
 
-def test_query_vector_matches_sklearn(built, backend):
-    """The query side (vocabulary.json + idf.npy, no pickle) equals a fitted TfidfVectorizer's transform."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    from backends.encoder import passage_text
-
-    root, recs, _ = built
-    docs = [passage_text(r["title"], "", " ".join(s.strip() for s in r["sentences"])) for r in recs]
-    p = dict(backend.params["vectorizer"])
-    p["ngram_range"] = tuple(p["ngram_range"])
-    p["dtype"] = np.float32
-    vec = TfidfVectorizer(**p).fit(docs)
-    assert vec.vocabulary_ == backend.vocabulary
-    for query in [
-        "Who founded Pershing Square Capital Management?",
-        "Båstad clay courts tennis 1972",
-        recs[7]["sentences"][0],
-    ]:
-        want = vec.transform([query]).toarray()[0]
-        cols, weights = backend.vectorize(query)
-        got = np.zeros_like(want)
-        got[cols] = weights
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+def test_arrays_are_memory_mapped(backend):
+    for name in ("buckets", "idf", "indptr", "indices", "data"):
+        assert isinstance(getattr(backend, name), np.memmap), name
+    assert not hasattr(backend, "vocabulary") and not hasattr(backend, "matrix")
 
 
-def test_search_equals_brute_force(backend):
-    dense = backend.matrix.toarray()
-    for query in ["American film directed in 1945", "genus of orchids", "football season club league"]:
-        cols, weights = backend.vectorize(query)
-        scores = dense[:, cols] @ weights
+def test_postings_equal_sklearn_tfidf_of_hashed_counts(backend, reference):
+    """Each term's posting list is exactly the column scikit-learn computes for its hash bucket."""
+    _, tt, filled, matrix = reference
+    buckets = np.asarray(backend.buckets)
+    assert np.array_equal(buckets, filled)  # every filled bucket, sorted
+    np.testing.assert_allclose(backend.idf, tt.idf_[buckets], rtol=1e-6)
+    for t in range(0, len(buckets), 97):
+        a, b = backend.indptr[t], backend.indptr[t + 1]
+        col = matrix[:, t]
+        rows, vals = backend.indices[a:b], backend.data[a:b]
+        assert np.all(np.diff(vals) >= 0)  # impact order: the tail weighs most
+        assert sorted(rows.tolist()) == sorted(col.indices.tolist())
+        np.testing.assert_allclose(vals, col.toarray()[rows, 0], rtol=1e-5)
+
+
+def test_query_vector_matches_sklearn(built, backend, reference):
+    for query in [*QUERIES, "zxqv Pershing zxqv", built[1][7]["sentences"][0]]:
+        want = _sklearn_query(reference, query)
+        np.testing.assert_allclose(_dense_query(backend, query), want, rtol=1e-5, atol=1e-6)
+
+
+def test_hashing_of_tokens_matches_the_vectorizer(backend, reference):
+    """idf_of hashes bare words to the buckets the n-gram hasher gives them; a word no passage holds is rarest."""
+    hv, tt, _, _ = reference
+    words = ["pershing", "the", "tennis", "zxqvbnotaword"]
+    got = backend.idf_of(words)
+    for word, idf in zip(words[:3], got):
+        (bucket,) = hv.transform([word]).indices
+        assert idf == pytest.approx(float(tt.idf_[bucket]), rel=1e-6)
+    assert got[3] == pytest.approx(float(np.max(backend.idf))) and got[1] < got[0]
+    assert backend.idf_of([]) == []
+
+
+def test_bounded_build_with_small_batches_and_many_ranges_is_identical(built, tmp_path, monkeypatch):
+    """Hashed by 2 processes in 7-passage batches, spilled to 256 range files of ~160 entries: byte-identical."""
+    from backends import tfidf, tfidf_postings
+
+    assert tfidf_postings.range_count(N_PASSAGES, N_FEATURES, 300) == 256
+    seen = []
+    real_spill = tfidf_postings.spill
+    monkeypatch.setattr(tfidf, "BATCH_ROWS", 7)
+    monkeypatch.setattr(tfidf_postings, "SPILL_ENTRIES", 300)
+
+    def spy(batches, sublinear, spill_dir, ranges, n_features):
+        sizes = []
+        n = real_spill((sizes.append(len(b[0]) - 1) or b for b in batches), sublinear, spill_dir, ranges, n_features)
+        seen.append((ranges, max(sizes), len(list(spill_dir.glob("range-*.bin")))))
+        return n
+
+    monkeypatch.setattr(tfidf_postings, "spill", spy)
+    monkeypatch.setattr(tfidf, "PARALLEL_MIN_PASSAGES", 100)  # hashed by worker processes
+    monkeypatch.setattr(tfidf, "BATCH_THREADS", 2)
+    tfidf.build(built[0] / "wiki.duckdb", tmp_path / "small", n_features=N_FEATURES)
+    assert seen == [(256, 7, 256)]
+    assert not list((tmp_path / "small").glob(".spill-*"))  # spill files removed
+    for name in tfidf_postings.FILES:
+        assert (tmp_path / "small" / name).read_bytes() == (built[0] / "tfidf" / name).read_bytes(), name
+
+
+def test_min_df_drops_buckets_seen_once(built, tmp_path):
+    from backends import tfidf
+
+    entry = tfidf.build(built[0] / "wiki.duckdb", tmp_path / "df2", min_df=2)  # and the default 2**26 buckets
+    assert entry["params"]["vectorizer"]["n_features"] == 2**26
+    b = tfidf.load(tmp_path / "df2")
+    assert entry["params"]["terms"] < built[2]["params"]["terms"] / 2
+    assert np.diff(b.indptr).min() >= 2
+    assert b.search("hedge fund run by Bill Ackman", k=1)[0].title == "Pershing Square Capital Management"
+
+
+def test_search_equals_brute_force(backend, reference):
+    dense = reference[3].toarray()
+    for query in QUERIES:
+        scores = dense @ _dense_query(backend, query)
         hits = backend.search(query, k=5)
         assert [h.rank for h in hits] == [1, 2, 3, 4, 5]
-        want = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:5]
-        assert [h.passage_id for h in hits] == want
-        np.testing.assert_allclose([h.score for h in hits], scores[want], rtol=1e-5)
+        np.testing.assert_allclose([h.score for h in hits], np.sort(scores)[::-1][:5], rtol=1e-5)
+        np.testing.assert_allclose(scores[[h.passage_id for h in hits]], [h.score for h in hits], rtol=1e-5)
         assert all(h.channel == "tfidf" and h.page_id == 5000 + h.passage_id for h in hits)
+
+
+def test_frequent_terms_are_capped_to_the_posting_budget(built, backend):
+    from backends import tfidf
+
+    lengths = np.array([5, 1000, 40, 3000])
+    assert tfidf.water_fill(lengths, 10_000).tolist() == [5, 1000, 40, 3000]  # fits: read whole
+    assert tfidf.water_fill(lengths, 1045).tolist() == [5, 500, 40, 500]
+    assert tfidf.water_fill(lengths, 1045).sum() <= 1045
+    capped = tfidf.TfidfBackend(built[0] / "tfidf", posting_budget=60)
+    query = "The hedge fund of the investor Bill Ackman, in New York"
+    tids, weights = capped.vectorize(query)
+    lengths = np.diff(np.asarray(capped.indptr))[tids]
+    assert lengths.sum() > 200 and lengths.max() > 60  # "the", "of", "in" span most passages
+    ids, scores = capped._scores(tids, weights)
+    assert len(ids) <= 60 and len(set(ids.tolist())) == len(ids)
+    assert capped.search(query, k=1)[0].title == backend.search(query, k=1)[0].title
+    # What a cut list keeps is its high-weight end: the passages where "the" weighs most.
+    (the,) = capped.vectorize("the")[0]
+    a, b = capped.indptr[the], capped.indptr[the + 1]
+    top = capped.search("the", k=5)
+    assert {h.passage_id for h in top} <= set(capped.indices[b - 60 : b].tolist())
+    assert [h.score for h in top] == pytest.approx(sorted(capped.data[a:b].tolist())[::-1][:5], rel=1e-5)
+
+
+def test_batch_equals_single(backend, built):
+    queries = [*QUERIES, "", None, "?!", *(r["sentences"][0] for r in built[1][::9])]
+    single = [backend.search(q, 7) if isinstance(q, str) else [] for q in queries]
+    for threads in (1, 2, 4):
+        assert backend.search_batch(queries, 7, threads=threads) == single
+    assert backend.search_batch([], 5) == [] and backend.search_batch(["x y"], 0) == [[]]
 
 
 def test_finds_pages_by_content(backend, built):
@@ -148,18 +277,27 @@ def test_score_texts(backend):
     assert same == pytest.approx(1.0, abs=1e-5)
 
 
+def test_empty_store(tmp_path):
+    from backends import tfidf
+
+    make_store(tmp_path / "wiki.duckdb", n=0)
+    entry = tfidf.build(tmp_path / "wiki.duckdb", tmp_path / "tfidf")
+    assert entry["documents"] == 0 and entry["params"]["nnz"] == 0
+    b = tfidf.load(tmp_path / "tfidf")
+    assert b.search("anything at all") == [] and b.search_batch(["a b", "c d"]) == [[], []]
+    assert b.idf_of(["word"]) == [1.0]
+
+
 def test_plain_files_no_pickle(built):
     folder = built[0] / "tfidf"
     names = {p.name for p in folder.iterdir()}
-    assert {"matrix.npz", "vocabulary.json", "idf.npy", "params.json"} <= names
+    assert {"buckets.npy", "idf.npy", "indptr.npy", "indices.npy", "data.npy", "params.json"} <= names
+    assert not names & {"matrix.npz", "vocabulary.json"}
     for p in folder.iterdir():
         assert not p.name.endswith((".pkl", ".pickle", ".joblib"))
         assert not p.read_bytes()[:1] == b"\x80", f"{p} looks like a pickle"
         if p.suffix == ".npy":
             np.load(p, allow_pickle=False)
-    import scipy.sparse
-
-    assert scipy.sparse.load_npz(folder / "matrix.npz").format == "csc"
 
 
 def test_missing_and_corrupt(tmp_path, built):
@@ -168,21 +306,52 @@ def test_missing_and_corrupt(tmp_path, built):
 
     with pytest.raises(IndexMissingError):
         tfidf.load(tmp_path)
-    import shutil
-
     copy = tmp_path / "tfidf"
     shutil.copytree(built[0] / "tfidf", copy)
     (copy / "idf.npy").write_bytes(b"not a numpy file")
-    with pytest.raises(IndexCorruptError, match="idf|unreadable"):
+    with pytest.raises(IndexCorruptError, match="idf.npy"):
         tfidf.load(copy)
+    shutil.copy(built[0] / "tfidf" / "idf.npy", copy / "idf.npy")
+    np.save(copy / "indptr.npy", np.zeros(3, dtype=np.int64))
+    with pytest.raises(IndexCorruptError, match="sizes disagree"):
+        tfidf.load(copy)
+
+
+def test_old_format_folder_says_rebuild(tmp_path, built):
+    """A folder of the format-1 layout (vocabulary.json + matrix.npz) is refused with a word to rebuild it."""
+    import backends
+    from backends import tfidf
+    from wikiground.errors import IndexCorruptError
+
+    old = tmp_path / "idx" / "tfidf"
+    old.mkdir(parents=True)
+    for name in ("passage_page.npy", "page_ids.npy", "page_titles.bin", "page_title_offsets.npy"):
+        shutil.copy(built[0] / "tfidf" / name, old / name)
+    (old / "vocabulary.json").write_text('{"pershing": 0}')
+    np.save(old / "idf.npy", np.ones(1, dtype=np.float32))
+    params = {"type": "tfidf", "format_version": 1, "count": N_PASSAGES, "layout": "csc", "vectorizer": {}}
+    (old / "params.json").write_text(json.dumps(params))
+    for load in (lambda: tfidf.load(old), lambda: backends.load("tfidf", old.parent)):
+        with pytest.raises(IndexCorruptError, match=r"format 1 .*rebuild the index"):
+            load()
 
 
 def test_backend_imports_are_lazy():
     code = (
         "import sys, backends.dense, backends.tfidf, backends.dense.embed, backends.encoder, indexer.embed\n"
-        "heavy = [m for m in ('torch', 'faiss', 'sklearn', 'sentence_transformers', 'transformers', 'onnxruntime') "
-        "if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'faiss', 'sklearn', 'sentence_transformers', 'transformers', 'onnxruntime',"
+        " 'scipy') if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_build_that_would_not_fit_the_disk_is_refused_before_it_starts(built, tmp_path, monkeypatch):
+    from backends import tfidf, tfidf_postings
+    from wikiground.errors import BuildError
+
+    monkeypatch.setattr(tfidf_postings, "ENTRIES_PER_PASSAGE", 10**15)
+    with pytest.raises(BuildError, match=r"needs about .* GiB of disk"):
+        tfidf.build(built[0] / "wiki.duckdb", tmp_path / "big")
+    assert not list((tmp_path / "big").glob(".spill-*"))

@@ -43,7 +43,11 @@ LIVE_PASSAGE_ID_BASE = 1_000_000_000
 LIVE_PASSAGES_PER_PAGE = 10_000
 
 BUILT_CHANNELS = ("bm25", "dense", "tfidf")  # channels with an index folder of their own
-CHANNELS = (*BUILT_CHANNELS, "title")
+STORE_CHANNELS = ("title", "kg")  # channels served from the store's tables: no folder of their own
+CHANNELS = (*BUILT_CHANNELS, *STORE_CHANNELS)
+# What `--indexes` may name at build time (`all` is every one): the title channel always comes with the store,
+# the kg channel's `triples` table too, but a build lists kg in its manifest only when asked (or with `all`).
+INDEX_CHOICES = tuple(c for c in CHANNELS if c != "title")
 
 FILE_MODE = 0o644  # mkstemp makes 0600; index files are meant to be shared
 

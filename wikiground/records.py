@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 __all__ = ["Page", "Passage", "Hit", "Evidence", "Source", "Origin"]
 
-Source = Literal["text", "table", "info", "kb"]
+Source = Literal["text", "table", "info", "kb", "kg"]
 Origin = Literal["local", "live"]
 
 
@@ -50,6 +50,10 @@ class Hit:
     channel: str
     title: str = ""
     matched: str | None = None  # title channel: the entity string that matched
+    # kg channel: the path that led here ({subject, relation, object, hop, score} per fact), and the sentence or
+    # infobox row stating its last fact when this passage states it.
+    triples: tuple[dict[str, Any], ...] = ()
+    stated: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

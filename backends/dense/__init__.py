@@ -1,9 +1,10 @@
-"""Dense retrieval: MiniLM passage embeddings, exact or FAISS IVF-SQ8 with exact re-ranking.
+"""Dense retrieval: MiniLM passage embeddings, exact or FAISS IVF-PQ with exact re-ranking.
 
 Folder layout (``out_dir``): ``vectors.npy`` (float32 N x 384, L2-normalised, row = passage id),
-the passage table files (see passage_table.py), ``ivf_sq8.faiss`` when the corpus has at least
-``exact_threshold`` passages, and ``params.json`` (written last: its presence marks a complete
-index). While building, ``shards/`` holds the resumable embedding shards (indexer/embed.py).
+the passage table files (see passage_table.py), ``ivf_pq.faiss`` (backends/dense/ivf.py; ``ivf_sq8.faiss``
+in older builds) when the corpus has at least ``exact_threshold`` passages, and ``params.json``
+(written last: its presence marks a complete index). While building, ``shards/`` holds the resumable
+embedding shards (indexer/embed.py).
 
 Exact search is a matrix product over the memory-mapped ``vectors.npy``: numpy's BLAS beats FAISS
 IndexFlatIP there, whose wheel runs generic kernels; FAISS is only imported for the approximate index.
@@ -12,7 +13,6 @@ IndexFlatIP there, whose wheel runs generic kernels; FAISS is only imported for 
 from __future__ import annotations
 
 import logging
-import math
 import shutil
 import time
 from pathlib import Path
@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from backends.passage_table import FILES as TABLE_FILES
-from backends.passage_table import PassageTable, connect
+from backends.passage_table import PassageTable, connect, save_npy
 from backends.passage_table import write as write_table
 from wikiground.errors import BuildError, IndexCorruptError, QueryError
-from wikiground.layout import PARAMS_FILE, atomic_path, atomic_write_json, channel_folder, read_params
+from wikiground.layout import PARAMS_FILE, atomic_write_json, channel_folder, read_params
 from wikiground.records import Hit
 from wikiground.text import words
 
@@ -39,32 +39,30 @@ SCORE_BLOCK_ROWS = 262_144  # bounds the (rows x queries) score block in memory
 VECTORS_FILE = "vectors.npy"
 IVF_FILE = "ivf_sq8.faiss"
 SHARDS_DIR = "shards"
+IDS_FILE = "ids.npy"  # scope "leads": the passage id of each row of vectors.npy
 
 
 def default_nlist(n: int) -> int:
     """IVF lists: ~4 sqrt(N), with at least 39 training points per centroid (FAISS's minimum)."""
-    return max(1, min(int(4 * math.sqrt(n)), n // 39))
+    from backends.dense import ivf
+
+    return ivf.default_nlist(n)
 
 
-def _build_ivf(vectors: np.ndarray, target: Path, *, nlist: int, threads: int | None, seed: int = 1234) -> None:
-    import faiss
+def _build_ivf(out_dir: Path, *, nlist: int | None, nprobe: int | None, threads: int | None) -> dict:
+    """IVF-PQ over ``out_dir/vectors.npy`` (backends/dense/ivf.py); returns its params.json entries."""
+    from backends.dense import ivf
 
-    if threads:
-        faiss.omp_set_num_threads(threads)
-    n, dim = vectors.shape
-    quantizer = faiss.IndexFlatIP(dim)
-    index = faiss.IndexIVFScalarQuantizer(
-        quantizer, dim, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
-    )
-    # k-means needs only ~256 points per centroid; a fixed-seed sample keeps training cheap and deterministic.
-    sample = min(n, 256 * nlist)
-    rows = np.sort(np.random.default_rng(seed).choice(n, size=sample, replace=False)) if sample < n else np.arange(n)
-    index.train(np.ascontiguousarray(vectors[rows]))
-    step = 65_536
-    for a in range(0, n, step):
-        index.add(np.ascontiguousarray(vectors[a : a + step]))
-    with atomic_path(target) as tmp:
-        faiss.write_index(index, tmp)
+    params = ivf.build(out_dir / VECTORS_FILE, out_dir, nlist=nlist, nprobe=nprobe, threads=threads)
+    _remove_ivf(out_dir, keep=params["ivf_file"])
+    return params
+
+
+def _remove_ivf(out_dir: Path, keep: str | None = None) -> None:
+    from backends.dense import ivf
+
+    for name in set(ivf.INDEX_FILES.values()) - {keep}:
+        (out_dir / name).unlink(missing_ok=True)
 
 
 def assemble(
@@ -72,54 +70,69 @@ def assemble(
     out_dir: Path,
     *,
     exact_threshold: int = EXACT_THRESHOLD,
-    nprobe: int = NPROBE,
+    nprobe: int | None = None,
     nlist: int | None = None,
     threads: int | None = None,
     keep_shards: bool = True,
     encoder_backend: str | None = None,
     extra: dict | None = None,
     shards_dir: Path | None = None,
+    scope: str = "all",
 ) -> dict:
-    """Shards under ``out_dir/shards`` (or ``shards_dir``) -> vectors.npy (+ IVF above the threshold) + params.json."""
-    from backends.dense.embed import concatenate
-    from backends.encoder import DIM, model_info
+    """Shards under ``out_dir/shards`` (or ``shards_dir``) -> vectors.npy (+ IVF above the threshold) + params.json.
+
+    ``scope`` "leads": the shards hold lead passages only (``shards/leads``); ``ids.npy`` maps row -> passage id.
+    """
+    from backends.encoder import model_info
 
     db_path, out_dir = Path(db_path), Path(out_dir)
     t0 = time.perf_counter()
-    con = connect(db_path)
-    try:
-        n = write_table(con, db_path, out_dir)
-    finally:
-        con.close()
     shards = Path(shards_dir) if shards_dir is not None else out_dir / SHARDS_DIR
-    concatenate(shards, out_dir / VECTORS_FILE, n, dim=DIM)
+    n, passages, scope = _write_vectors(db_path, out_dir, shards, scope)
     approximate = n >= exact_threshold and n > 0
     params = {
         "type": NAME,
         "format_version": FORMAT_VERSION,
         "count": n,
+        "passages": passages,
+        "scope": scope,
         "metric": "inner_product",
         "exact_threshold": exact_threshold,
-        "index_type": "ivf_sq8+rerank" if approximate else "exact",
+        "index_type": "exact",  # the IVF build sets its own
         "exact_engine": "numpy matmul over mmap vectors.npy",
         **model_info(encoder_backend or "unknown"),
     }
     if approximate:
-        nl = nlist or default_nlist(n)
-        _build_ivf(np.load(out_dir / VECTORS_FILE, mmap_mode="r"), out_dir / IVF_FILE, nlist=nl, threads=threads)
-        import faiss
-
-        params.update(
-            {"nlist": nl, "nprobe": nprobe, "rerank_factor": RERANK_FACTOR, "faiss_version": faiss.__version__}
-        )
+        params.update(_build_ivf(out_dir, nlist=nlist, nprobe=nprobe, threads=threads))
     else:
-        (out_dir / IVF_FILE).unlink(missing_ok=True)
+        _remove_ivf(out_dir)
     params["assemble_seconds"] = round(time.perf_counter() - t0, 2)
     params.update(extra or {})
     atomic_write_json(out_dir / PARAMS_FILE, params, sort_keys=True)
     if not keep_shards and shards_dir is None:
         shutil.rmtree(shards, ignore_errors=True)
     return params
+
+
+def _write_vectors(db_path: Path, out_dir: Path, shards: Path, scope: str) -> tuple[int, int, str]:
+    """The passage table, vectors.npy and (scope leads) ids.npy; returns (vectors, passages, scope resolved)."""
+    from backends.dense.embed import concatenate, resolve_scope, scope_rows, scope_shards_dir
+    from backends.encoder import DIM
+
+    con = connect(db_path)
+    try:
+        passages = write_table(con, db_path, out_dir)
+        scope = resolve_scope(scope, passages)
+        rows = scope_rows(con, scope)
+    finally:
+        con.close()
+    n = passages if rows is None else len(rows)
+    concatenate(scope_shards_dir(shards, scope), out_dir / VECTORS_FILE, n, dim=DIM)
+    if rows is None:
+        (out_dir / IDS_FILE).unlink(missing_ok=True)
+    else:
+        save_npy(out_dir / IDS_FILE, rows)
+    return n, passages, scope
 
 
 def build(
@@ -132,17 +145,19 @@ def build(
     encoder_backend: str = "auto",
     threads: int | None = None,
     batch_size: int = 32,
-    nprobe: int = NPROBE,
+    nprobe: int | None = None,
     nlist: int | None = None,
     keep_shards: bool = False,
     shards_dir: Path | None = None,
+    scope: str = "auto",
 ) -> dict:
     """Embed every passage of the store (resumable shards in ``out_dir/shards``) and write the index.
 
     ``shards_dir``: keep the shards elsewhere (the index build puts them beside the index folder, so that
     a failed or interrupted build resumes where it stopped); they are left in place for the caller.
+    ``scope``: "all", "leads" (each page's lead passage only) or "auto" (leads above LEADS_THRESHOLD passages).
     """
-    from backends.dense.embed import SHARD_SIZE, embed_range
+    from backends.dense.embed import SHARD_SIZE, embed_range, plan_scope, scope_shards_dir
 
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
@@ -150,9 +165,11 @@ def build(
     (out_dir / PARAMS_FILE).unlink(missing_ok=True)  # an index being rebuilt is not complete
     try:
         shards = Path(shards_dir) if shards_dir is not None else out_dir / SHARDS_DIR
+        scope, rows, _ = plan_scope(db_path, scope)
         stats = embed_range(
             db_path,
-            shards,
+            scope_shards_dir(shards, scope),
+            ids=rows,
             shard_size=shard_size or SHARD_SIZE,
             backend=encoder_backend,
             threads=threads,
@@ -169,6 +186,7 @@ def build(
             keep_shards=keep_shards,
             encoder_backend=stats["encoder_backend"],
             shards_dir=shards_dir,
+            scope=scope,
             extra={"encode_seconds": stats["encode_seconds"], "passages_per_s": stats["passages_per_s"]},
         )
     except OSError as exc:
@@ -177,7 +195,8 @@ def build(
 
 
 def _manifest_entry(params: dict, *, seconds: float) -> dict:
-    engine = "faiss IVF-SQ8" if params["index_type"] != "exact" else "exact numpy"
+    engines = {"exact": "exact numpy", "ivf_sq8+rerank": "faiss IVF-SQ8"}
+    engine = engines.get(params["index_type"], "faiss IVF-PQ")
     return {
         "type": NAME,
         "engine": f"{params['model']} ({params['encoder_backend']}) + {engine}",
@@ -192,6 +211,19 @@ def _manifest_entry(params: dict, *, seconds: float) -> dict:
 def load(index_dir: Path, *, encoder_backend: str = "auto", threads: int | None = None) -> DenseBackend:
     """Open a built dense index folder (or an index folder holding ``dense/``)."""
     return DenseBackend(channel_folder(index_dir, NAME), encoder_backend=encoder_backend, threads=threads)
+
+
+def _row_ids(folder: Path, params: dict) -> np.ndarray | None:
+    """ids.npy of a scope-"leads" index (row -> passage id), checked against the vector count."""
+    if params.get("scope", "all") != "leads":
+        return None
+    try:
+        rows = np.load(folder / IDS_FILE, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise IndexCorruptError(f"{folder / IDS_FILE}: unreadable: {exc}") from exc
+    if rows.shape != (params["count"],):
+        raise IndexCorruptError(f"{folder / IDS_FILE}: {rows.shape[0]} ids for {params['count']} vectors")
+    return rows
 
 
 class DenseBackend:
@@ -210,18 +242,17 @@ class DenseBackend:
         except (OSError, ValueError) as exc:
             raise IndexCorruptError(f"{folder / VECTORS_FILE}: unreadable: {exc}") from exc
         self.table = PassageTable(folder)
-        if self.vectors.shape[0] != self.params["count"] or len(self.table) != self.params["count"]:
+        self.rows = _row_ids(folder, self.params)  # None: row = passage id
+        if self.vectors.shape[0] != self.params["count"] or len(self.table) != self.params.get(
+            "passages", self.params["count"]
+        ):
             raise IndexCorruptError(f"{folder}: vectors.npy / passage table do not match count {self.params['count']}")
         self.ivf = None
         if self.params["index_type"] != "exact":
-            import faiss
+            from backends.dense import ivf
 
-            path = folder / IVF_FILE
-            if not path.is_file():
-                raise IndexCorruptError(f"{path}: missing")
-            # MMAP_IFC maps flat code arrays instead of copying them; READ_ONLY as nothing is added at query time.
-            self.ivf = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
-            faiss.extract_index_ivf(self.ivf).nprobe = int(self.params.get("nprobe", NPROBE))
+            self.ivf = ivf.load(folder, self.params)  # memory-mapped inverted lists
+            self._rerank_rows = ivf.RowReader(folder / VECTORS_FILE)  # pread: re-ranking adds nothing to RSS
         self._encoder = None
         self._encoder_backend = encoder_backend
         self._threads = threads
@@ -250,6 +281,8 @@ class DenseBackend:
         q = self.encoder.encode([queries[i] for i in live])
         kk = min(k, len(self))
         ids, scores = self._approximate(q, kk) if self.ivf is not None else self._exact(q, kk)
+        if self.rows is not None:  # scope leads: rows of vectors.npy -> passage ids
+            ids = np.where(ids >= 0, self.rows[np.clip(ids, 0, None)], -1)
         for row, i in enumerate(live):
             results[i] = [
                 Hit(
@@ -279,19 +312,10 @@ class DenseBackend:
         return np.take_along_axis(best_ids, order, axis=1), np.take_along_axis(best, order, axis=1)
 
     def _approximate(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        cand_k = min(len(self), max(k * int(self.params.get("rerank_factor", RERANK_FACTOR)), MIN_CANDIDATES))
-        _, cands = self.ivf.search(np.ascontiguousarray(q, dtype=np.float32), cand_k)
-        ids = np.full((len(q), k), -1, dtype=np.int64)
-        scores = np.zeros((len(q), k), dtype=np.float32)
-        for row in range(len(q)):
-            c = np.unique(cands[row][cands[row] >= 0])  # sorted ids: sequential reads of the mmap
-            if not len(c):
-                continue
-            exact = self.vectors[c] @ q[row]
-            order = np.lexsort((c, -exact))[:k]
-            ids[row, : len(order)] = c[order]
-            scores[row, : len(order)] = exact[order]
-        return ids, scores
+        from backends.dense import ivf
+
+        factor = int(self.params.get("rerank_factor", RERANK_FACTOR))
+        return ivf.search(self.ivf, self._rerank_rows, q, k, rerank_factor=factor)
 
     def score_texts(self, query: str, texts: list[str]) -> list[float]:
         """Cosine between the query and each text (0.0 for an empty query or text)."""

@@ -6,6 +6,9 @@ Each shard ``DIR/dense/shards/{A:012d}-{B:012d}.npy`` holds the float32 vectors 
 [A, B), written atomically, so an existing shard is complete and is skipped on a re-run
 (resume). Ranges are independent: run them on several machines, copy the shards into one
 folder, then ``--assemble`` checks they cover 0..N-1 and writes the index.
+
+Scope ``leads`` embeds only each page's lead passage (:func:`lead_ids`): shard ranges then count rows of
+that id list, and the shards live in a ``leads/`` sub-folder so they never mix with full-scope ones.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ SHARD_SIZE = 4096
 ENCODE_CHUNK = 256  # passages per encoder call: the progress bar's step
 MODEL_FILE = "model.json"  # in the shards folder: which model made the vectors
 _SHARD_NAME = re.compile(r"^(\d{12})-(\d{12})\.npy$")
+SCOPES = ("auto", "all", "leads")
+LEADS_DIR = "leads"  # sub-folder of the shards folder for scope "leads"
+# "auto" embeds only leads above this many passages (the README states it, with what it costs on CPU).
+LEADS_THRESHOLD = 1_000_000
+# Passages/s per core for estimates when no build of the folder recorded a rate (bench_encoder measures it).
+RATE_PER_CORE = 16.5
 
 
 def shard_path(shards_dir: Path, start: int, end: int) -> Path:
@@ -76,21 +85,65 @@ def check_model(shards_dir: Path, info: dict) -> dict:
     return info
 
 
-def _texts(con, start: int, end: int, db_path: Path) -> list[str]:
+def _texts(con, start: int, end: int, db_path: Path, ids: np.ndarray | None = None) -> list[str]:
+    """Embedded texts of passages [start, end), or of rows [start, end) of ``ids`` (scope leads)."""
     from backends.encoder import passage_text
 
+    want = np.arange(start, end, dtype=np.int64) if ids is None else np.asarray(ids[start:end], dtype=np.int64)
+    if not len(want):
+        return []
     rows = con.execute(
         "SELECT passage_id, title, heading_path, text FROM passages "
-        "WHERE passage_id >= ? AND passage_id < ? ORDER BY passage_id",
-        [start, end],
+        "WHERE passage_id >= ? AND passage_id <= ? ORDER BY passage_id",
+        [int(want[0]), int(want[-1])],
     ).fetchall()
-    if len(rows) != end - start or (rows and (rows[0][0] != start or rows[-1][0] != end - 1)):
+    if ids is not None:
+        keep = set(want.tolist())
+        rows = [r for r in rows if r[0] in keep]
+    if [r[0] for r in rows] != want.tolist():
         raise InputError(
-            f"passages [{start}, {end}) are not all present ({len(rows)} rows)",
+            f"passages {want[0]}..{want[-1]} ({len(want)} wanted) are not all present ({len(rows)} rows)",
             path=str(db_path),
             where="table passages",
         )
     return [passage_text(title, heading, text) for _, title, heading, text in rows]
+
+
+def read_texts(db_path: Path, start: int, end: int, ids: np.ndarray | None = None) -> tuple[list[str], str]:
+    """Texts of shard [start, end) and their digest, from a fresh read-only connection (for remote readers)."""
+    con = connect(Path(db_path))
+    try:
+        texts = _texts(con, start, end, Path(db_path), ids)
+    finally:
+        con.close()
+    return texts, _digest(texts)
+
+
+def lead_ids(con) -> np.ndarray:
+    """Sorted passage ids of each page's lead passage: its first text passage (its first passage if it has none)."""
+    rows = con.execute(
+        "SELECT min_by(passage_id, (source <> 'text', passage_index, passage_id)) AS pid "
+        "FROM passages GROUP BY page_id ORDER BY pid"
+    ).fetchnumpy()
+    return np.asarray(rows["pid"], dtype=np.int64)
+
+
+def resolve_scope(scope: str, n: int) -> str:
+    """ "all" or "leads": "auto" is "leads" above :data:`LEADS_THRESHOLD` passages."""
+    if scope not in SCOPES:
+        raise InputError(f"unknown dense scope {scope!r}; expected one of {', '.join(SCOPES)}")
+    if scope == "auto":
+        return "leads" if n > LEADS_THRESHOLD else "all"
+    return scope
+
+
+def scope_rows(con, scope: str) -> np.ndarray | None:
+    """The passage ids the dense rows stand for: None (row = passage id) for "all"."""
+    return lead_ids(con) if scope == "leads" else None
+
+
+def scope_shards_dir(shards_dir: Path, scope: str) -> Path:
+    return Path(shards_dir) / LEADS_DIR if scope == "leads" else Path(shards_dir)
 
 
 def _digest(texts: list[str]) -> str:
@@ -118,6 +171,31 @@ def _write_digest(shards_dir: Path, start: int, end: int, digest: str) -> None:
     atomic_write(_digest_path(shards_dir, start, end), digest + "\n")
 
 
+def write_shard(shards_dir: Path, start: int, end: int, vecs: np.ndarray, digest: str) -> None:
+    """The shard's vectors, then its digest (the seal that makes a re-run keep it); both atomic."""
+    save_npy(shard_path(shards_dir, start, end), np.ascontiguousarray(vecs, dtype=np.float32))
+    _write_digest(shards_dir, start, end, digest)
+
+
+def pending_shards(
+    con, db_path: Path, shards_dir: Path, start: int, end: int, *, shard_size: int, ids: np.ndarray | None = None
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(all shard ranges of [start, end), those still to encode): complete, current shards are kept."""
+    ranges = shard_ranges(start, end, shard_size=shard_size)
+    todo = [(a, b) for a, b in ranges if not _shard_is_current(con, db_path, shards_dir, a, b, ids)]
+    if len(ranges) > len(todo):
+        log.info("resuming: %d complete shards kept in %s", len(ranges) - len(todo), shards_dir)
+    return ranges, todo
+
+
+def check_range(start: int, end: int | None, n: int, db_path: Path) -> int:
+    """``end`` clipped to ``n``, or InputError for a bad range."""
+    end = n if end is None else min(end, n)
+    if start < 0 or start > end:
+        raise InputError(f"bad passage range [{start}, {end}) for {n} passages", path=str(db_path))
+    return end
+
+
 def embed_range(
     db_path: Path,
     shards_dir: Path,
@@ -130,30 +208,34 @@ def embed_range(
     threads: int | None = None,
     batch_size: int = 32,
     progress: bool = False,
+    ids: np.ndarray | None = None,
 ) -> dict:
-    """Encode passages [start, end) into shards under ``shards_dir``, skipping complete ones."""
+    """Encode passages [start, end) into shards under ``shards_dir``, skipping complete ones.
+
+    With ``ids`` (scope leads), [start, end) are rows of ``ids`` and row r holds passage ``ids[r]``.
+    """
     db_path, shards_dir = Path(db_path), Path(shards_dir)
     con = connect(db_path)
     try:
-        n = passage_count(con, db_path)
-        end = n if end is None else min(end, n)
-        if start < 0 or start > end:
-            raise InputError(f"bad passage range [{start}, {end}) for {n} passages", path=str(db_path))
+        n = passage_count(con, db_path) if ids is None else len(ids)
+        end = check_range(start, end, n, db_path)
         shards_dir.mkdir(parents=True, exist_ok=True)
-        ranges = shard_ranges(start, end, shard_size=shard_size)
-        todo = [(a, b) for a, b in ranges if not _shard_is_current(con, db_path, shards_dir, a, b)]
-        if len(ranges) > len(todo):
-            log.info("resuming: %d complete shards kept in %s", len(ranges) - len(todo), shards_dir)
+        ranges, todo = pending_shards(con, db_path, shards_dir, start, end, shard_size=shard_size, ids=ids)
         t0 = time.perf_counter()
         if todo:
             from backends.encoder import load_encoder, model_info
 
             encoder = encoder or load_encoder(backend=backend, threads=threads)
             check_model(shards_dir, model_info(encoder.backend))
-        _encode_shards(con, db_path, shards_dir, todo, encoder, batch_size=batch_size, progress=progress)
+        _encode_shards(con, db_path, shards_dir, todo, encoder, batch_size=batch_size, progress=progress, ids=ids)
     finally:
         con.close()
-    secs = time.perf_counter() - t0
+    return run_stats(
+        n, ranges, todo, time.perf_counter() - t0, encoder.backend if encoder is not None else None, shards_dir
+    )
+
+
+def run_stats(n: int, ranges: list, todo: list, secs: float, backend: str | None, shards_dir: Path) -> dict:
     encoded = sum(b - a for a, b in todo)
     return {
         "passages": n,
@@ -162,39 +244,53 @@ def embed_range(
         "shards_skipped": len(ranges) - len(todo),
         "encode_seconds": round(secs, 2),
         "passages_per_s": round(encoded / secs, 1) if encoded and secs > 0 else None,
-        "encoder_backend": encoder.backend if encoder is not None else recorded_backend(shards_dir),
+        "encoder_backend": backend or recorded_backend(shards_dir),
     }
 
 
-def _shard_is_current(con, db_path: Path, shards_dir: Path, a: int, b: int) -> bool:
+def _shard_is_current(con, db_path: Path, shards_dir: Path, a: int, b: int, ids: np.ndarray | None = None) -> bool:
     """A shard is kept only if complete and made from the same passage texts: the store may have been rebuilt
     from other inputs since (shards outlive a failed build so that it can resume)."""
     from backends.encoder import DIM
 
     return shard_is_complete(shard_path(shards_dir, a, b), b - a, DIM) and _recorded_digest(
         shards_dir, a, b
-    ) == _digest(_texts(con, a, b, db_path))
+    ) == _digest(_texts(con, a, b, db_path, ids))
+
+
+def encode_texts(encoder, texts: list[str], *, batch_size: int, step=None) -> np.ndarray:
+    """One shard's vectors, in ENCODE_CHUNK calls (every engine chunks alike, so vectors match across them)."""
+    from backends.encoder import DIM
+
+    vecs = np.empty((len(texts), DIM), dtype=np.float32)
+    for i in range(0, len(texts), ENCODE_CHUNK):
+        chunk = texts[i : i + ENCODE_CHUNK]
+        vecs[i : i + len(chunk)] = encoder.encode(chunk, batch_size=batch_size)
+        if step is not None:
+            step(len(chunk))
+    return vecs
 
 
 def _encode_shards(
-    con, db_path: Path, shards_dir: Path, todo: list[tuple[int, int]], encoder, *, batch_size: int, progress: bool
+    con,
+    db_path: Path,
+    shards_dir: Path,
+    todo: list[tuple[int, int]],
+    encoder,
+    *,
+    batch_size: int,
+    progress: bool,
+    ids: np.ndarray | None = None,
 ) -> None:
     """Encode each passage range of ``todo`` and write its shard, then its digest (the shard's seal)."""
     from tqdm import tqdm
 
-    from backends.encoder import DIM
-
     total = sum(b - a for a, b in todo)
     with tqdm(total=total, unit="passage", desc="embed", disable=not progress, file=sys.stderr) as bar:
         for a, b in todo:
-            texts = _texts(con, a, b, db_path)
-            vecs = np.empty((b - a, DIM), dtype=np.float32)
-            for i in range(0, len(texts), ENCODE_CHUNK):
-                chunk = texts[i : i + ENCODE_CHUNK]
-                vecs[i : i + len(chunk)] = encoder.encode(chunk, batch_size=batch_size)
-                bar.update(len(chunk))
-            save_npy(shard_path(shards_dir, a, b), vecs)
-            _write_digest(shards_dir, a, b, _digest(texts))
+            texts = _texts(con, a, b, db_path, ids)
+            vecs = encode_texts(encoder, texts, batch_size=batch_size, step=bar.update)
+            write_shard(shards_dir, a, b, vecs, _digest(texts))
 
 
 def recorded_backend(shards_dir: Path) -> str | None:
@@ -248,3 +344,68 @@ def concatenate(shards_dir: Path, target: Path, n: int, *, dim: int) -> Path:
         out.flush()
         del out
     return target
+
+
+def plan_scope(db_path: Path, scope: str) -> tuple[str, np.ndarray | None, int]:
+    """(scope resolved, the passage ids of the dense rows or None for all, the store's passage count)."""
+    con = connect(Path(db_path))
+    try:
+        n = passage_count(con, Path(db_path))
+        resolved = resolve_scope(scope, n)
+        return resolved, scope_rows(con, resolved), n
+    finally:
+        con.close()
+
+
+LONG_EMBED_SECONDS = 600  # an embed expected to take longer gets the estimate at warning level
+
+
+def embed_estimate(db_path: Path, scope: str, *, rate: float | None = None, cores: int | None = None) -> dict:
+    """What embedding the store would take: passages, lead passages, the scope "auto" resolves to, and seconds
+    for each at ``rate`` passages/s (default: RATE_PER_CORE per core)."""
+    from backends.encoder import default_threads
+
+    con = connect(Path(db_path))
+    try:
+        n = passage_count(con, Path(db_path))
+        ((leads,),) = con.execute("SELECT count(DISTINCT page_id) FROM passages").fetchall()
+    finally:
+        con.close()
+    measured = rate is not None and rate > 0
+    rate = float(rate) if measured else RATE_PER_CORE * (cores or default_threads())
+    resolved = resolve_scope(scope, n)
+    return {
+        "passages": n,
+        "leads": int(leads),
+        "scope": resolved,
+        "rate": rate,
+        "rate_source": "recorded" if measured else "estimated",
+        "seconds_all": n / rate,
+        "seconds_leads": leads / rate,
+        "seconds": (leads if resolved == "leads" else n) / rate,
+    }
+
+
+def duration(seconds: float) -> str:
+    """4 min, 5.2 h, 14 days: the scale a person plans with."""
+    if seconds < 3600:
+        return f"{max(1, round(seconds / 60))} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    days = seconds / 86400
+    return f"{days:.1f} days" if days < 10 else f"{days:.0f} days"
+
+
+def estimate_message(est: dict, requested: str) -> str:
+    """One line for the user before a long embed, saying what the scope choice costs."""
+    all_part = f"{est['passages']:,} passages at ~{est['rate']:.0f}/s ≈ {duration(est['seconds_all'])} here"
+    leads_part = f"{est['leads']:,} lead passages ≈ {duration(est['seconds_leads'])}"
+    if est["scope"] == "leads" and requested == "auto":
+        return (
+            f"dense: {all_part}, above {LEADS_THRESHOLD:,} passages: embedding each page's lead passage only "
+            f"({leads_part}); --dense-scope all embeds them all, or embed on a cluster with "
+            "`python -m indexer.embed --engine ray`"
+        )
+    if est["scope"] == "leads":
+        return f"dense: embedding each page's lead passage only: {leads_part} (all: {all_part})"
+    return f"dense: {all_part}; use `python -m indexer.embed --engine ray` or --dense-scope leads ({leads_part})"

@@ -1,4 +1,5 @@
-"""Bridge entities: pages that a found page points to (links, "See also", infobox values, titles named in its text).
+"""Bridge entities: pages that a found page points to (links, "See also", infobox values, titles named in its text),
+and the pages the kg channel's paths out of it pass through or end on.
 
 The second hop of a bridge claim is a page the claim never names; it is named by the first page.
 Each bridge gets a strength from how well the sentence that names it matches the claim.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from indexer.chunking import split_sentences
 from indexer.store import Store
@@ -21,6 +23,9 @@ _VALUE_SPLIT = re.compile(r"\s*(?:[,;/\n•]|\band\b|\bor\b)\s*")
 # How much each kind of pointer is worth before the context decides: a name in the matching text is the
 # strongest hint; an infobox value answers a relation; a link outside the text or "See also" is weak.
 IN_TEXT, INFOBOX, LINK_ELSEWHERE, SEE_ALSO = 1.0, 0.8, 0.35, 0.3
+# A kg path is worth an infobox value when it matches the claim fully; its score is scaled by KG_FULL_SCORE (a
+# 1-hop fact whose object and stating sentence both match the claim).
+KG, KG_FULL_SCORE, KG_PATHS = 0.8, 1.5, 20
 CONTEXT_FLOOR = 0.3  # share of the strength a pointer keeps when its sentence shares no claim word
 MAX_VALUE_CHARS = 120
 
@@ -31,7 +36,7 @@ class Bridge:
     page_id: int
     strength: float  # 0..~1.3, before the parent's own score
     parent: str
-    via: str  # "text" | "link" | "infobox" | "see_also"
+    via: str  # "text" | "link" | "infobox" | "see_also" | "kg"
 
 
 def sentences(text: str) -> list[str]:
@@ -53,9 +58,14 @@ def find_bridges(
     claim_words: Sequence[str],
     *,
     idf: dict[str, float] | None = None,
+    kg: Any | None = None,
+    claim: str = "",
 ) -> list[Bridge]:
-    """Bridges out of ``parents`` ((page_id, title, text) each), strongest first, one per (title, parent)."""
+    """Bridges out of ``parents`` ((page_id, title, text) each), strongest first, one per (title, parent).
+    With ``kg`` (the kg channel's backend), the pages its paths out of each parent pass through or end on too."""
     raw: list[tuple[str, float, str, str, int]] = []  # (string, strength, parent title, via, parent id)
+    if kg is not None:
+        raw.extend(kg_bridges(kg, parents, claim))
     for page_id, title, text in parents:
         sents = sentences(text)
         for m in find_mentions(text[:4000], store):
@@ -91,6 +101,20 @@ def find_bridges(
         if old is None or strength > old.strength:
             best[key] = Bridge(res.title, res.page_id, strength, parent, via)
     return sorted(best.values(), key=lambda b: (-b.strength, b.title, b.parent))
+
+
+def kg_bridges(kg: Any, parents: Sequence[tuple[int, str, str]], claim: str) -> list[tuple[str, float, str, str, int]]:
+    """(title, strength, parent title, "kg", parent id) of each page a kg path out of a parent passes through (its
+    intermediate page) or ends on, scored against the claim."""
+    titles = {page_id: title for page_id, title, _ in parents}
+    out: list[tuple[str, float, str, str, int]] = []
+    for path in kg.paths_from(titles, claim, limit=KG_PATHS * max(1, len(titles))):
+        first = path.facts[0]
+        strength = KG * min(1.0, path.score / KG_FULL_SCORE)
+        for fact in path.facts:
+            if fact.object_id is not None and fact.object_id not in titles:
+                out.append((fact.object, strength, titles[first.subject_id], "kg", first.subject_id))
+    return out
 
 
 def _ctx_weight(claim_words: Sequence[str], ctx: str, idf: dict[str, float] | None) -> float:

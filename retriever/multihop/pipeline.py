@@ -256,8 +256,14 @@ class MultiHopRetriever:
         wanted = content_words(state.claim)
         idf = pool_idf(wanted, list(texts.values()))
         rel = {c.title: max(c.score, 0.0) / top for c in parents}
+        kg = self.retriever.backend("kg") if "kg" in self.channels else None
         for b in find_bridges(
-            self.store, [(c.page_id, c.title, texts.get(c.title, "")) for c in parents], wanted, idf=idf
+            self.store,
+            [(c.page_id, c.title, texts.get(c.title, "")) for c in parents],
+            wanted,
+            idf=idf,
+            kg=kg,
+            claim=state.claim,
         ):
             strength = b.strength * rel[b.parent]
             old = state.bridges.get(b.title)

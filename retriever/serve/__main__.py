@@ -13,7 +13,6 @@ import logging
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from wikiground.errors import QueryError, WikigroundError
@@ -25,70 +24,38 @@ DEFAULT_PORT = 8765
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from retriever.cli_options import add_search_options
     from retriever.serve.state import Limits
 
     lim = Limits()
     p = argparse.ArgumentParser(prog="python -m retriever.serve", description=__doc__.split("\n")[0])
-    p.add_argument("--index", required=True, type=Path, help="index folder built by `python -m indexer build`")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
     p.add_argument("--threads", type=int, default=8, help="requests searched at once (default 8)")
     p.add_argument("--timeout", type=float, default=lim.timeout, help=f"seconds per request (default {lim.timeout:g})")
     p.add_argument("--max-claim-chars", type=int, default=lim.max_claim_chars, help="longest claim accepted")
     p.add_argument("--max-batch", type=int, default=lim.max_batch, help="most claims in one /search/batch")
-    q = p.add_argument_group("request defaults (the query command's options)")
-    q.add_argument("--k", type=int, default=10, help="evidence items per claim (default 10)")
-    q.add_argument("--indexes", default="all", help="channels: comma list of bm25,dense,tfidf,title (default all)")
-    q.add_argument("--fusion", choices=("rrf", "score"), default="rrf", help="rank fusion (default rrf)")
-    q.add_argument("--weights", help="per-channel weights, e.g. title=1.5,dense=1,bm25=0.7,tfidf=0.3")
-    q.add_argument("--passages", action="store_true", help="top-k passages instead of top-k pages")
-    q.add_argument("--multihop", action="store_true", help="iterative multi-hop retrieval")
-    q.add_argument("--hops", type=int, default=None, help="multi-hop iterations (default 3)")
-    g = p.add_argument_group("live Wikipedia fallback (only for entities the local index lacks)")
-    g.add_argument("--on-the-fly", action="store_true", help="ask the live MediaWiki API for missing entities")
-    g.add_argument("--api-url", help="MediaWiki api.php URL (default English Wikipedia)")
-    g.add_argument("--contact", help="contact URL or email for the User-Agent (or WIKIGROUND_CONTACT)")
-    g.add_argument("--cache", type=Path, help="cache folder for live responses")
-    g.add_argument("--cache-mode", choices=("record", "replay", "off"), help="record (default when live), replay, off")
-    g.add_argument("--rate", type=float, help="requests per second to the live API, over all clients (default 1)")
-    g.add_argument("--ingest-live", action="store_true", help="write pages fetched live into the index's delta")
-    g.add_argument("--live-bridges", action="store_true", help="with --on-the-fly: fetch missing second-hop pages")
+    add_search_options(p, title="request defaults (the query command's options)")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     return p
 
 
 def _check(args: argparse.Namespace) -> None:
-    if args.k <= 0:
-        raise QueryError("--k must be positive")
+    from retriever.cli_options import check_search_options
+
+    check_search_options(args)
     if args.threads < 1 or args.timeout <= 0 or args.max_claim_chars < 1 or args.max_batch < 1:
         raise QueryError("--threads, --timeout, --max-claim-chars and --max-batch must be positive")
     if not 0 <= args.port <= 65535:
         raise QueryError(f"--port must be 0..65535, got {args.port}")
-    if args.live_bridges and not args.on_the_fly:
-        raise QueryError("--live-bridges works with --on-the-fly")
 
 
 def make_state(args: argparse.Namespace) -> Any:
     """The server's state from the command line (the index is not opened yet: ``state.start()`` does)."""
-    from retriever.api import Retriever
-    from retriever.query import _fallback_settings, _parse_weights
+    from retriever.cli_options import planner_of, retriever_opener
     from retriever.serve.state import Defaults, Limits, ServerState
 
-    weights = _parse_weights(args.weights)
-    settings = _fallback_settings(args) if args.on_the_fly else None
-
-    def opener() -> Retriever:
-        return Retriever.open(
-            args.index,
-            channels=args.indexes,
-            weights=weights,
-            fusion=args.fusion,
-            on_the_fly=args.on_the_fly,
-            fallback=settings,
-            ingest_live=args.ingest_live,
-            live_bridges=args.live_bridges,
-        )
-
+    opener = retriever_opener(args)
     defaults = Defaults(
         k=args.k,
         indexes=None,
@@ -103,7 +70,7 @@ def make_state(args: argparse.Namespace) -> Any:
         max_batch=args.max_batch,
         timeout=args.timeout,
     )
-    return ServerState(opener, defaults=defaults, limits=limits)
+    return ServerState(opener, defaults=defaults, limits=limits, planner=planner_of(args))
 
 
 def serve(args: argparse.Namespace, t0: float) -> int:

@@ -24,7 +24,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from retriever.api import error_line
-from retriever.batch import answer_claim as answer
+from retriever.cli_options import answer as answer_line
+from retriever.multihop.llm import PlannerError
 from retriever.serve import pages as page_lookup
 from retriever.serve.state import ServerState, options_of
 from wikiground.errors import (
@@ -70,7 +71,7 @@ class ColbertRequest(BaseModel):
 def status_of(exc: WikigroundError) -> int:
     if isinstance(exc, IndexChangedError):
         return 503
-    if isinstance(exc, FallbackError) and not isinstance(exc, ConfigError):
+    if isinstance(exc, FallbackError | PlannerError) and not isinstance(exc, ConfigError):
         return 502
     if isinstance(exc, QueryError | ConfigError | InputError | IndexMissingError):
         return 400
@@ -205,7 +206,7 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         claim = state.check_claim(req.claim)
         opts = options_of(req.model_dump(), state.defaults)
         opts["k"] = state.check_k(opts["k"])
-        return JSONResponse(await runner.run(lambda r: answer(r, claim, **opts)))
+        return JSONResponse(await runner.run(lambda r: answer_line(r, claim, planner=state.planner, **opts)))
 
     @app.post("/search/batch", summary="Evidence for many {id, claim}: NDJSON lines, as they finish")
     async def search_batch(
@@ -244,7 +245,7 @@ async def _batch_lines(
 
     def one(r: Any, id_: Any, text: str) -> dict[str, Any]:
         try:
-            return answer(r, text, id=id_, **opts)
+            return answer_line(r, text, id=id_, planner=state.planner, **opts)
         except WikigroundError as exc:
             return error_line(id_, text, str(exc))
 
@@ -385,7 +386,7 @@ def _dspy_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         claim = state.check_claim(query, what="query")
         k = state.check_k(k)
         opts = {**options_of({"k": k}, state.defaults), "multihop": False}
-        result = await runner.run(lambda r: answer(r, claim, **opts))
+        result = await runner.run(lambda r: answer_line(r, claim, planner=state.planner, **opts))
         return JSONResponse({"query": query, "topk": colbert_topk(result)})
 
     @app.get("/api/search", summary="DSPy ColBERTv2 drop-in: GET ?query=...&k=... -> {topk: [...]}")

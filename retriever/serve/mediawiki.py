@@ -2,10 +2,12 @@
 
 A tool written against live Wikipedia runs air-gapped by changing its base URL. Served: ``action=query`` with
 ``titles`` or ``pageids``, ``redirects``, ``format=json`` in formatversion 1 (pages keyed by page id, missing pages
-with negative ids) and 2; ``prop=extracts|info|categories|links|pageprops`` with ``continue``; ``list=search|
-categorymembers|backlinks``; ``generator=search|links``. As MediaWiki does, an unknown action or module gets
-``{"error": {"code", "info"}}``, and a parameter or value the store cannot serve is left out with a ``warnings``
-entry. Nothing here answers a 500: an unexpected failure is an ``internal_api_error`` body.
+with negative ids) and 2; ``prop=extracts|info|categories|links|pageprops|revisions`` with ``continue``;
+``list=search|categorymembers|backlinks|random``; ``meta=siteinfo|userinfo``; ``generator=search|links``; and
+``action=parse`` (:mod:`retriever.serve.mediawiki_extra`). As MediaWiki does, an unknown action or generator gets
+``{"error": {"code", "info"}}``; a ``prop``, ``list`` or ``meta`` value it does not serve (they are multi-valued) and
+a parameter or value the store cannot serve are left out with a ``warnings`` entry. Nothing here answers a 500: an
+unexpected failure is an ``internal_api_error`` body.
 """
 
 from __future__ import annotations
@@ -14,90 +16,91 @@ import html
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from retriever.serve import pages as page_lookup
+from retriever.serve.mediawiki_common import (
+    MAX_LIMIT,
+    MAX_TITLES,  # noqa: F401 -- re-exported, it was defined here
+    Entry,
+    Reply,
+    _by_titles,
+    _int,
+    _limit,
+    _redirect_page_id,  # noqa: F401 -- re-exported, it was defined here
+    _values,
+    error,
+    extract_text,
+    linked_titles,
+    page_url,
+)
+from retriever.serve.mediawiki_extra import GENERATORS as MORE_GENERATORS
+from retriever.serve.mediawiki_extra import META_MODULES, list_random, parse, prop_revisions
 from wikiground.records import Page
 from wikiground.text import canonical_title
 
 log = logging.getLogger(__name__)
 
-PROPS = ("extracts", "info", "categories", "links", "pageprops")
-LISTS = ("search", "categorymembers", "backlinks")
-GENERATORS = ("search", "links")
+PROPS = ("extracts", "info", "categories", "links", "pageprops", "revisions")
+LISTS = ("search", "categorymembers", "backlinks", "random")
+METAS = ("siteinfo", "userinfo")
+GENERATORS = ("search", "links", "categories", "backlinks", "categorymembers")
 INPROPS = ("url",)
-MAX_LIMIT = 500
-MAX_TITLES = 50
 INTRO_EXTRACTS = 20  # TextExtracts' cap per request for intros; a whole-article extract is one per request
-CORE_PARAMS = {"action", "format", "formatversion", "redirects", "titles", "pageids", "prop", "list", "generator"}
-IGNORED_PARAMS = {"maxlag", "utf8", "origin", "continue", "errorformat", "uselang", "smaxage", "maxage", "curtimestamp"}
-PARAM_PREFIXES = ("ex", "in", "pp", "cl", "pl", "sr", "cm", "bl", "gsr", "gpl")
-
-
-@dataclass
-class Reply:
-    """One API answer being built: the query block, warnings per module, the continuation."""
-
-    fv2: bool
-    query: dict[str, Any] = field(default_factory=dict)
-    warnings: dict[str, list[str]] = field(default_factory=dict)
-    cont: dict[str, Any] = field(default_factory=dict)
-    props_incomplete: bool = False
-
-    def warn(self, module: str, text: str) -> None:
-        self.warnings.setdefault(module, []).append(text)
-
-    def flag(self) -> Any:
-        return True if self.fv2 else ""
-
-    def body(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if not self.props_incomplete:
-            out["batchcomplete"] = self.flag()
-        if self.warnings:
-            key = "warnings" if self.fv2 else "*"
-            out["warnings"] = {m: {key: "\n".join(ws)} for m, ws in self.warnings.items()}
-        if self.cont:
-            out["continue"] = {**self.cont, "continue": "-||" if "sroffset" in self.cont else "||"}
-        if self.query:
-            out["query"] = self.query
-        return out
-
-
-def error(code: str, info: str) -> dict[str, Any]:
-    return {"error": {"code": code, "info": info, "docref": "This is wikiground's offline subset of the API."}}
-
-
-def _limit(p: Mapping[str, str], name: str, default: int, reply: Reply, module: str, cap: int = MAX_LIMIT) -> int:
-    raw = p.get(name)
-    if raw is None or raw == "":
-        return default
-    if raw == "max":
-        return cap
-    if not raw.isdigit() or int(raw) < 1:
-        reply.warn(module, f'Invalid value "{raw}" for integer parameter "{name}"; using {default}.')
-        return default
-    if int(raw) > cap:
-        reply.warn(module, f'"{name}" may not be over {cap} (set to {raw}) for users.')
-        return cap
-    return int(raw)
-
-
-def _int(raw: str | None, default: int = 0) -> int:
-    return int(raw) if raw and raw.isdigit() else default
-
-
-def _values(p: Mapping[str, str], name: str) -> list[str]:
-    return [v for v in (p.get(name) or "").split("|") if v]
-
-
-def page_url(page: Page) -> str:
-    return page.url or "https://en.wikipedia.org/wiki/" + quote(page.title.replace(" ", "_"), safe="()_,:'!")
+CORE_PARAMS = {
+    "action",
+    "format",
+    "formatversion",
+    "redirects",
+    "titles",
+    "pageids",
+    "prop",
+    "list",
+    "generator",
+    "meta",
+}
+IGNORED_PARAMS = {
+    "maxlag",
+    "utf8",
+    "origin",
+    "continue",
+    "errorformat",
+    "errorlang",
+    "errorsuselocal",
+    "uselang",
+    "smaxage",
+    "maxage",
+    "curtimestamp",
+    "requestid",
+    "servedby",
+    "responselanginfo",
+}
+# A module's parameters are recognized when the module is asked for (as MediaWiki does: rvprop without
+# prop=revisions is an "Unrecognized parameter").
+MODULE_PREFIXES = {
+    "extracts": "ex",
+    "info": "in",
+    "pageprops": "pp",
+    "categories": "cl",
+    "links": "pl",
+    "revisions": "rv",
+    "search": "sr",
+    "categorymembers": "cm",
+    "backlinks": "bl",
+    "random": "rn",
+    "siteinfo": "si",
+    "userinfo": "ui",
+}
+GENERATOR_PREFIXES = {
+    "search": "gsr",
+    "links": "gpl",
+    "categories": "gcl",
+    "backlinks": "gbl",
+    "categorymembers": "gcm",
+}
 
 
 def answer(store: Any, retriever: Any, params: Mapping[str, str]) -> dict[str, Any]:
@@ -113,18 +116,30 @@ def _answer(store: Any, retriever: Any, p: Mapping[str, str]) -> dict[str, Any]:
     action = p.get("action")
     if action is None:
         return error("missingparam", 'The "action" parameter must be set.')
+    if action == "parse":
+        return parse(store, p)
     if action != "query":
         return error("badvalue", f'Unrecognized value for parameter "action": {action}.')
+    gen = p.get("generator")
+    if gen is not None and gen not in GENERATORS:
+        return error("badvalue", f'Unrecognized value for parameter "generator": {gen}.')
     reply = Reply(fv2=p.get("formatversion") in ("2", "latest"))
     if p.get("format", "json") not in ("json", "jsonfm"):
         reply.warn("main", f'Only format=json is served; "{p.get("format")}" was answered as json.')
     _check_params(p, reply)
-    for kind, known in (("prop", PROPS), ("list", LISTS), ("generator", GENERATORS)):
-        for value in _values(p, kind) if kind != "generator" else [v for v in [p.get(kind)] if v]:
-            if value not in known:
-                return error("badvalue", f'Unrecognized value for parameter "{kind}": {value}.')
+    for kind, known in (("prop", PROPS), ("list", LISTS), ("meta", METAS)):
+        unknown = [v for v in _values(p, kind) if v not in known]
+        if unknown:  # multi-valued: MediaWiki answers the rest, with a warning
+            reply.warn(
+                "main",
+                f'Unrecognized value{"s" if len(unknown) > 1 else ""} for parameter "{kind}": {", ".join(unknown)}.',
+            )
+    for name in _values(p, "meta"):
+        if name in META_MODULES:
+            META_MODULES[name](store, retriever, p, reply)
     for name in _values(p, "list"):
-        LIST_MODULES[name](store, retriever, p, reply)
+        if name in LIST_MODULES:
+            LIST_MODULES[name](store, retriever, p, reply)
     titles = _page_set(store, retriever, p, reply)
     if titles is not None:
         _pages(store, p, reply, titles)
@@ -132,8 +147,11 @@ def _answer(store: Any, retriever: Any, p: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _check_params(p: Mapping[str, str], reply: Reply) -> None:
+    asked = [*_values(p, "prop"), *_values(p, "list"), *_values(p, "meta")]
+    prefixes = tuple(MODULE_PREFIXES[m] for m in asked if m in MODULE_PREFIXES)
+    prefixes += tuple(v for k, v in GENERATOR_PREFIXES.items() if p.get("generator") == k)
     for name in p:
-        if name in CORE_PARAMS or name in IGNORED_PARAMS or name.startswith(PARAM_PREFIXES):
+        if name in CORE_PARAMS or name in IGNORED_PARAMS or (prefixes and name.startswith(prefixes)):
             continue
         reply.warn("main", f"Unrecognized parameter: {name}.")
     unserved = [v for v in _values(p, "inprop") if v not in INPROPS]
@@ -144,64 +162,19 @@ def _check_params(p: Mapping[str, str], reply: Reply) -> None:
 # -- the page set -------------------------------------------------------------------------------------
 
 
-@dataclass
-class Entry:
-    """One page of the answer: found (with its Page) or missing/invalid."""
-
-    title: str
-    page: Page | None = None
-    invalid: str | None = None
-    index: int | None = None
-    redirect_id: int | None = None  # a redirect page, not followed (no ``redirects`` parameter)
-
-
 def _page_set(store: Any, retriever: Any, p: Mapping[str, str], reply: Reply) -> list[Entry] | None:
     gen = p.get("generator")
     if gen == "search":
         return _generator_search(store, retriever, p, reply)
     if gen == "links":
         return _generator_links(store, p, reply)
+    if gen in ("categories", "backlinks", "categorymembers"):
+        return MORE_GENERATORS[gen](store, p, reply)
     if "titles" in p:
         return _by_titles(store, _values(p, "titles") or [p["titles"]], p, reply)
     if "pageids" in p:
         return _by_ids(store, _values(p, "pageids"), reply)
     return None
-
-
-def _by_titles(store: Any, raw: list[str], p: Mapping[str, str], reply: Reply) -> list[Entry]:
-    if len(raw) > MAX_TITLES:
-        reply.warn("main", f'Too many values supplied for parameter "titles". The limit is {MAX_TITLES}.')
-        raw = raw[:MAX_TITLES]
-    follow = "redirects" in p and p["redirects"] not in ("0", "false")
-    normalized, redirects, out = [], [], []
-    for t in raw:
-        title = canonical_title(t)
-        if not title or re.search(r"[#<>\[\]|{}]", title):
-            out.append(Entry(t, invalid="The requested page title is empty or contains invalid characters."))
-            continue
-        if title != t:
-            normalized.append({"from": t, "to": title})
-        res = store.resolve_titles([title], loose=False).get(title)
-        if res is not None and res.via_redirect and follow:
-            item = {"from": title, "to": res.title}
-            if res.fragment:
-                item["tofragment"] = res.fragment
-            redirects.append(item)
-        if res is not None and res.via_redirect and not follow:
-            out.append(Entry(title, redirect_id=_redirect_page_id(store, title)))
-            continue
-        page = store.page(res.page_id) if res is not None else None
-        out.append(Entry(page.title if page else title, page))
-    if normalized:
-        reply.query["normalized"] = normalized
-    if redirects:
-        reply.query["redirects"] = redirects
-    return out
-
-
-def _redirect_page_id(store: Any, title: str) -> int | None:
-    found = page_lookup.rows(store, "SELECT source_page_id FROM redirects WHERE source_title = ? LIMIT 1", [title])
-    return int(found[0][0]) if found and found[0][0] is not None else None
 
 
 def _by_ids(store: Any, raw: list[str], reply: Reply) -> list[Entry]:
@@ -240,11 +213,6 @@ def _generator_links(store: Any, p: Mapping[str, str], reply: Reply) -> list[Ent
         page = pages.get(found[t].page_id) if t in found else None
         out.append(Entry(page.title, page) if page else Entry(t))
     return out
-
-
-def linked_titles(store: Any, page: Page) -> list[str]:
-    """The titles a page links to, canonical, once each, sorted (MediaWiki lists links by title)."""
-    return sorted({canonical_title(t) for t, _ in store.links(page.page_id) if t.strip()})
 
 
 def search_pages(retriever: Any, text: str, k: int) -> list[Page]:
@@ -289,11 +257,12 @@ def _pages(store: Any, p: Mapping[str, str], reply: Reply, entries: list[Entry])
             seen[str(-missing)] = {"title": e.title, "invalidreason": e.invalid, "invalid": reply.flag()}
         elif e.title:
             missing += 1
-            seen[str(-missing)] = {"ns": 0, "title": e.title, "missing": reply.flag()}
+            seen[str(-missing)] = {"ns": e.ns, "title": e.title, "missing": reply.flag()}
         else:  # a page id with no page
             seen[str(e.index)] = {"pageid": e.index, "missing": reply.flag()}
     for module in _values(p, "prop"):
-        PROP_MODULES[module](store, p, reply, existing)
+        if module in PROP_MODULES:
+            PROP_MODULES[module](store, p, reply, existing)
     if reply.fv2:
         reply.query["pages"] = sorted(
             seen.values(), key=lambda d: ("missing" in d or "invalid" in d, d.get("pageid", 0))
@@ -324,22 +293,6 @@ def _prop_pageprops(store: Any, p: Mapping[str, str], reply: Reply, existing: li
     for d, page in existing:
         if page.is_disambiguation and (not wanted or "disambiguation" in wanted):
             d["pageprops"] = {"disambiguation": ""}
-
-
-def extract_text(store: Any, page: Page, *, intro: bool, sectionformat: str) -> str:
-    """A page's plain text: the lead alone, or every section with ``== Heading ==`` marks (``wiki``) or bare
-    headings (``plain``)."""
-    if intro:
-        return page.lead
-    secs = page_lookup.sections(store, page.page_id)
-    parts = [page.lead]
-    for s in secs:
-        if s["index"] == 0:
-            continue
-        marks = "=" * max(2, s["level"])
-        head = f"{marks} {s['heading']} {marks}" if sectionformat == "wiki" else s["heading"]
-        parts.append(f"\n\n{head}\n{s['text']}")
-    return "".join(parts).strip()
 
 
 def _prop_extracts(store: Any, p: Mapping[str, str], reply: Reply, existing: list[tuple[dict, Page]]) -> None:
@@ -469,7 +422,21 @@ def _list_backlinks(store: Any, retriever: Any, p: Mapping[str, str], reply: Rep
     _member_list(p, reply, "backlinks", "bl", page_lookup.backlinks(store, title) if title else [])
 
 
-LIST_MODULES = {"search": _list_search, "categorymembers": _list_categorymembers, "backlinks": _list_backlinks}
+def _list_random(store: Any, retriever: Any, p: Mapping[str, str], reply: Reply) -> None:
+    list_random(store, retriever, p, reply)
+
+
+def _prop_revisions(store: Any, p: Mapping[str, str], reply: Reply, existing: list[tuple[dict, Page]]) -> None:
+    prop_revisions(store, p, reply, existing)
+
+
+PROP_MODULES["revisions"] = _prop_revisions
+LIST_MODULES = {
+    "search": _list_search,
+    "categorymembers": _list_categorymembers,
+    "backlinks": _list_backlinks,
+    "random": _list_random,
+}
 
 
 def install(app: Any, state: Any, runner: Any) -> None:

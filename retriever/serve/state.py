@@ -104,7 +104,8 @@ class ServerState:
     """The current generation, its reload, and the counters that ``/stats`` reports.
 
     ``opener`` opens a fresh Retriever (the same options each time). The live fallback's HTTP client (and so its
-    rate limit and request lock) is shared by every generation: a reload never resets the rate limit.
+    rate limit and request lock) is shared by every generation: a reload never resets the rate limit. ``planner``
+    plans multi-hop requests (None: the local planner); it is shared by every request and generation.
     """
 
     def __init__(
@@ -114,8 +115,10 @@ class ServerState:
         defaults: Defaults | None = None,
         limits: Limits | None = None,
         warm_up: bool = True,
+        planner: Any | None = None,
     ):
         self.opener = opener
+        self.planner = planner
         self.defaults = defaults or Defaults()
         self.limits = limits or Limits()
         self.warm_up = warm_up

@@ -1,0 +1,606 @@
+"""Scale benchmark (issue 21): synthetic enwiki-shaped dumps of ~0.5M and ~1M passages built with
+``--indexes bm25,tfidf``, per-stage cost, query latency / throughput / RSS per channel and fused, recall@5 against
+the 10k vital index, and an extrapolation to the whole of English Wikipedia.
+
+python -m benchmarks.bench_scale --sizes 0.5M,1M [--out /work/scratch/scale] [--claims N]
+
+How it measures:
+- Build: one ``python -m indexer build`` process per size; a sampler thread reads the process tree (the build
+  and its cleaner workers; the JVM of BM25 runs inside the build process) every 0.2 s with psutil: RSS summed over
+  the tree, CPU seconds of the tree (live processes plus reaped children). Stages are cut at the build's own log
+  lines: ingest until "finishing the store", store finish until "building bm25 index", then each channel.
+  Disk: the stage's output files after the build, and the peak size of the build's temporary folder.
+- Query latency: a separate process opens the index, warms it up, and times each channel alone and the fused
+  search per claim (``Retriever.channel_search`` / ``Retriever.search``); its peak RSS is the query process RSS
+  with every channel loaded.
+- Batch: ``python -m retriever.query --queries`` per channel and fused, timed from spawn to exit (process start
+  included), its peak RSS from ``wait4``; the fused run's evidence gives recall@5 (page titles, any gold).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import latency, md_table, read_claims, unique_in_order, vital_jsonl
+
+log = logging.getLogger("benchmarks.scale")
+
+DEFAULT_SIZES = ("0.5M", "1M")
+INDEXES = "bm25,tfidf"
+QUERY_CHANNELS = ("bm25", "tfidf", "title")
+FUSED = "bm25,tfidf,title"
+FULL_ENWIKI = {"articles": 7_000_000, "bz2_gb": 22, "passages": 40_000_000}
+STAGE_MARKS = (
+    ("store_finish", "finishing the store"),
+    ("bm25", "building bm25 index"),
+    ("tfidf", "building tfidf index"),
+    ("dense", "building dense index"),
+    ("kg", "building kg index"),
+)
+SAMPLE_S = 0.2
+PY = sys.executable
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- build measurement --------------------------------------------------------------------------------------------
+
+
+class TreeSampler:
+    """RSS and CPU of a process and its descendants, sampled in a thread; stage marks cut the samples."""
+
+    def __init__(self, pid: int, watch_dir: Path, tmp_prefix: str):
+        import psutil
+
+        self.proc = psutil.Process(pid)
+        self.watch_dir, self.tmp_prefix = watch_dir, tmp_prefix
+        # (t, rss, cpu s, tmp bytes, main rss, main cpu s): the main process alone runs the serial parts
+        self.samples: list[tuple[float, ...]] = []
+        self.marks: list[tuple[str, float]] = [("ingest", time.time())]
+        self._stop = threading.Event()
+        self._last_cpu = 0.0
+        self._cpu_seen: dict[int, float] = {}
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def mark(self, stage: str) -> None:
+        self.marks.append((stage, time.time()))
+
+    def _tree(self) -> tuple[float, float, float, float]:
+        """RSS now, and CPU so far: each process's last-seen CPU is kept after it exits (the fork server reaps the
+        workers, so their CPU never reaches the build process's children times while it runs)."""
+        import psutil
+
+        rss = main = main_cpu = 0.0
+        try:
+            t = self.proc.cpu_times()
+            main_cpu = t.user + t.system
+            rss = main = self.proc.memory_info().rss
+            for child in self.proc.children(recursive=True):
+                try:
+                    ct = child.cpu_times()
+                    self._cpu_seen[child.pid] = ct.user + ct.system
+                    rss += child.memory_info().rss
+                except psutil.Error:
+                    continue
+        except psutil.Error:
+            pass
+        self._last_cpu = max(self._last_cpu, main_cpu + sum(self._cpu_seen.values()))
+        return rss, self._last_cpu, main, main_cpu
+
+    def _tmp_bytes(self, tick: int) -> float:
+        if tick % 10:
+            return self.samples[-1][3] if self.samples else 0.0
+        total = 0
+        for entry in self.watch_dir.iterdir():
+            if entry.name.startswith(self.tmp_prefix):
+                total += sum(f.stat().st_size for f in entry.rglob("*") if f.is_file())
+        return float(total)
+
+    def _run(self) -> None:
+        tick = 0
+        while not self._stop.is_set():
+            rss, cpu, main, main_cpu = self._tree()
+            try:
+                tmp = self._tmp_bytes(tick)
+            except OSError:
+                tmp = self.samples[-1][3] if self.samples else 0.0
+            self.samples.append((time.time(), rss, cpu, tmp, main, main_cpu))
+            tick += 1
+            self._stop.wait(SAMPLE_S)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join()
+
+    def stages(self, end: float, cpu_end: float) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        bounds = [*self.marks, ("end", end)]
+        for (name, t0), (_, t1) in zip(bounds, bounds[1:]):
+            inside = [s for s in self.samples if t0 <= s[0] <= t1] or [min(self.samples, key=lambda s: abs(s[0] - t0))]
+            before = [s[2] for s in self.samples if s[0] <= t0]
+            after = [s[2] for s in self.samples if s[0] <= t1]
+            cpu0 = before[-1] if before else 0.0
+            cpu1 = cpu_end if t1 == end else (after[-1] if after else cpu0)
+            mains = [s[5] for s in self.samples if t0 <= s[0] <= t1]
+            out[name] = {
+                "wall_s": t1 - t0,
+                "cpu_s": max(0.0, cpu1 - cpu0),
+                "peak_rss_mb": max(s[1] for s in inside) / 2**20,
+                "peak_tmp_disk_mb": max(s[3] for s in inside) / 2**20,
+                "peak_main_rss_mb": max(s[4] for s in inside) / 2**20,
+                "main_cpu_s": (max(mains) - min(mains)) if len(mains) > 1 else 0.0,
+            }
+        return out
+
+
+# `python -m indexer build` without its progress bars (their redraws would be most of stderr), INFO logging kept:
+# the stage marks are the build's own log lines.
+_BUILD_SCRIPT = """
+import logging, sys
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+from indexer.build import build_index
+if __name__ == "__main__":
+    build_index([sys.argv[1]], sys.argv[2], indexes=tuple(sys.argv[3].split(",")), progress=False)
+"""
+
+
+def measure_build(dump: Path, index: Path, *, indexes: str = INDEXES) -> dict[str, Any]:
+    """Build ``index`` from ``dump`` in a child process and measure each stage (see the module doc)."""
+    from wikiground.layout import build_tmp_prefix
+
+    index.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [PY, "-c", _BUILD_SCRIPT, str(dump), str(index), indexes]
+    started = time.time()
+    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.PIPE)
+    sampler = TreeSampler(proc.pid, index.parent, build_tmp_prefix(index))
+    log_lines = _follow_stderr(proc, sampler)
+    _, status, usage = os.wait4(proc.pid, 0)
+    end = time.time()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    sampler.stop()
+    if proc.returncode != 0:
+        raise RuntimeError(f"build of {index} failed ({proc.returncode}):\n" + "\n".join(log_lines[-30:]))
+    cpu_end = usage.ru_utime + usage.ru_stime  # the build and every descendant it reaped
+    stages = sampler.stages(end, max(cpu_end, sampler.samples[-1][2] if sampler.samples else 0.0))
+    manifest = json.loads((index / "manifest.json").read_text())
+    disk = _disk(index)
+    for name, mb in disk.items():
+        if name in stages:
+            stages[name]["disk_mb"] = mb
+    stages.setdefault("store_finish", {})["disk_mb"] = disk.get("store", 0.0)
+    return {
+        "stages": stages,
+        "wall_s": end - started,
+        "peak_rss_mb": max(s[1] for s in sampler.samples) / 2**20,
+        "counts": manifest["counts"],
+        "disk_mb": disk,
+        "dump_mb": dump.stat().st_size / 2**20,
+        "resource_estimate": [line for line in log_lines if "estimated peak" in line],
+    }
+
+
+def _follow_stderr(proc: subprocess.Popen, sampler: TreeSampler) -> list[str]:
+    """Read the build's stderr (tqdm redraws with \\r) and mark stages at their log lines."""
+    assert proc.stderr is not None
+    lines: list[str] = []
+    buf = b""
+    while True:
+        chunk = proc.stderr.read1(65536) if hasattr(proc.stderr, "read1") else proc.stderr.read(4096)
+        if not chunk:
+            break
+        buf += chunk
+        parts = re.split(rb"[\r\n]", buf)
+        buf = parts.pop()
+        for raw in parts:
+            line = raw.decode("utf-8", "replace").strip()
+            if not line:
+                continue
+            if not line.startswith("ingest:"):
+                lines.append(line)
+            for stage, needle in STAGE_MARKS:
+                if needle in line:
+                    sampler.mark(stage)
+    return lines
+
+
+def _disk(index: Path) -> dict[str, float]:
+    def size(p: Path) -> float:
+        if p.is_file():
+            return p.stat().st_size / 2**20
+        return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) / 2**20 if p.is_dir() else 0.0
+
+    out = {"store": size(index / "wiki.duckdb")}
+    for name in ("bm25", "tfidf", "dense", "kg"):
+        if (index / name).is_dir():
+            out[name] = size(index / name)
+    return out
+
+
+# -- queries ------------------------------------------------------------------------------------------------------
+
+_LATENCY_SCRIPT = """
+import json, resource, sys, time
+from retriever.api import Retriever
+index, claims_path, n, channels = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(",")
+claims = [json.loads(l)["claim"] for l in open(claims_path, encoding="utf-8") if l.strip()][:n]
+t0 = time.perf_counter()
+with Retriever.open(index, channels=channels) as r:
+    r.warm_up()
+    open_s = time.perf_counter() - t0
+    lat = {c: [] for c in (*r.channels, "fused")}
+    for claim in claims:
+        for c in r.channels:
+            t = time.perf_counter(); r.channel_search(c, claim, 100); lat[c].append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter(); r.search(claim, 10); lat["fused"].append((time.perf_counter() - t) * 1000)
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"latency_ms": lat, "open_s": open_s, "rss_mb": rss}))
+"""
+
+
+def measure_latency(index: Path, claims: Path, n: int) -> dict[str, Any]:
+    """Per-claim latency per channel and fused, in one fresh process (its peak RSS: every channel loaded)."""
+    cmd = [PY, "-c", _LATENCY_SCRIPT, str(index), str(claims), str(n), FUSED]
+    res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise RuntimeError(f"latency run on {index} failed:\n{res.stderr[-3000:]}")
+    data = json.loads(res.stdout.strip().splitlines()[-1])
+    data["latency"] = {c: latency(v) for c, v in data.pop("latency_ms").items()}
+    return data
+
+
+def measure_batch(index: Path, claims: Path, channels: str, out: Path) -> dict[str, Any]:
+    """``retriever.query --queries`` timed from spawn to exit; peak RSS from wait4; the answers' page titles."""
+    cmd = [PY, "-m", "retriever.query", "--index", str(index), "--indexes", channels, "--k", "10"]
+    cmd += ["--queries", str(claims), "--out", str(out), "--quiet"]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1) or not out.is_file():
+        raise RuntimeError(f"batch {channels} on {index} failed ({proc.returncode}): {err[-2000:].decode()}")
+    answers = [json.loads(line) for line in out.open(encoding="utf-8") if line.strip()]
+    titles = [unique_in_order(e["title"] for e in a["evidence"]) for a in answers]
+    return {
+        "claims": len(answers),
+        "wall_s": wall,
+        "claims_per_s": len(answers) / wall,
+        "rss_mb": usage.ru_maxrss / 1024,
+        "titles": titles,
+        "errors": sum(a.get("status") == "error" for a in answers),
+    }
+
+
+def recall_at(titles: list[list[str]], golds: list[list[str]], k: int = 5) -> float:
+    return sum(any(g in t[:k] for g in gold) for t, gold in zip(titles, golds)) / max(1, len(golds))
+
+
+def measure_queries(index: Path, claims: Path, golds: list[list[str]], n_latency: int, work: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {"latency": measure_latency(index, claims, n_latency), "batch": {}}
+    for channels in (*QUERY_CHANNELS, FUSED):
+        b = measure_batch(index, claims, channels, work / f"batch-{channels.replace(',', '+')}.jsonl")
+        b["recall@5"] = recall_at(b.pop("titles"), golds)
+        out["batch"][channels] = b
+        log.info("%s %s: %.1f claims/s, R@5 %.3f", index.name, channels, b["claims_per_s"], b["recall@5"])
+    return out
+
+
+# -- the run ------------------------------------------------------------------------------------------------------
+
+
+def _claims_file(shared: Path, out: Path, limit: int | None) -> tuple[Path, list[list[str]]]:
+    rows = read_claims(shared / "claims" / "fever_dev_vital.jsonl", limit)
+    path = out / f"claims-{len(rows)}.jsonl"
+    with path.open("w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps({"id": r["id"], "claim": r["claim"]}) + "\n")
+    return path, [r["gold_titles"] for r in rows]
+
+
+def _dump_for(shared: Path, out: Path, size: str) -> tuple[Path, dict]:
+    from benchmarks.synth_dump import generate, parse_size
+
+    dump = out / f"synth-{size}.xml.bz2"
+    info_path = dump.with_name(dump.name + ".json")
+    if dump.is_file() and info_path.is_file():
+        info = json.loads(info_path.read_text())
+        if info.get("target_passages") == parse_size(size):
+            return dump, info
+    t0 = time.perf_counter()
+    info = generate(shared, dump, parse_size(size))
+    info["generate_s"] = time.perf_counter() - t0
+    info_path.write_text(json.dumps(info, indent=2))
+    return dump, info
+
+
+def _built(index: Path, dump: Path) -> bool:
+    man = index / "manifest.json"
+    if not man.is_file():
+        return False
+    m = json.loads(man.read_text())
+    same = [i for i in m.get("inputs", []) if i.get("bytes", i.get("size")) == dump.stat().st_size]
+    return bool(same) and all(c in m.get("indexes", {}) for c in INDEXES.split(","))
+
+
+def run_size(shared: Path, out: Path, size: str, claims: Path, golds: list, n_latency: int) -> dict[str, Any]:
+    dump, info = _dump_for(shared, out, size)
+    index = out / f"idx-{size}"
+    cache = out / f"scale-{size}.json"
+    result: dict[str, Any] = {"size": size, "dump": info, "claims": claims.name}
+    if cache.is_file() and _built(index, dump):
+        cached = json.loads(cache.read_text())
+        if "queries" in cached and cached.get("claims") == claims.name:  # a rerun after a later step failed
+            return cached
+        result["build"] = cached["build"]
+    else:
+        log.info("building %s from %s", index, dump)
+        result["build"] = measure_build(dump, index)
+    cache.write_text(json.dumps(result, indent=2))
+    work = out / f"work-{size}"
+    work.mkdir(exist_ok=True)
+    result["queries"] = measure_queries(index, claims, golds, n_latency, work)
+    cache.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def reference_10k(shared: Path, out: Path, claims: Path, golds: list, n_latency: int) -> dict[str, Any]:
+    """The 10k vital-article index (same channels), measured in the same run: the recall and speed reference."""
+    corpus = vital_jsonl(shared, out)
+    index = out / "idx-vital10k"
+    build = measure_build(corpus, index) if not _built(index, corpus) else None
+    manifest = json.loads((index / "manifest.json").read_text())
+    work = out / "work-vital10k"
+    work.mkdir(exist_ok=True)
+    return {
+        "counts": manifest["counts"],
+        "build": build,
+        "queries": measure_queries(index, claims, golds, n_latency, work),
+    }
+
+
+# -- extrapolation ------------------------------------------------------------------------------------------------
+
+
+def _exponent(n1: float, y1: float, n2: float, y2: float) -> float:
+    """b of y ~ n^b through two points (1 = linear)."""
+    if min(n1, n2, y1, y2) <= 0 or n1 == n2:
+        return float("nan")
+    return math.log(y2 / y1) / math.log(n2 / n1)
+
+
+def _hours_16(stage: dict[str, float], wall_40m: float, scale: float) -> float:
+    """16 cores. Ingest: its workers scale, its main process (reading, cutting, the DuckDB writer) does not, so
+    max(tree CPU / 16, main-process CPU). Other stages: Amdahl, the parallel share read from CPU/wall on 2 cores
+    (a stage that used one core stays as it is)."""
+    if stage["stage"] == "ingest" and stage.get("main_cpu_s"):
+        return max(stage["cpu_s"] * scale / 16, stage["main_cpu_s"] * scale) / 3600
+    used = min(2.0, max(1.0, stage["cpu_s"] / stage["wall_s"])) if stage["wall_s"] > 0 else 1.0
+    p = 2.0 * (1.0 - 1.0 / used)  # S2 = 1 / ((1 - p) + p / 2) = used
+    return wall_40m * used * ((1.0 - p) + p / 16) / 3600
+
+
+def extrapolate(small: dict[str, Any], large: dict[str, Any], target: int = FULL_ENWIKI["passages"]) -> list[dict]:
+    """Per stage: time (the larger size's wall time times (target / n)^b, b the CPU-time exponent between the two
+    sizes, at least 1), RAM (the line through the two peaks) and disk (linear)."""
+    n1, n2 = small["build"]["counts"]["passages"], large["build"]["counts"]["passages"]
+    rows = []
+    for stage, b in large["build"]["stages"].items():
+        a = small["build"]["stages"].get(stage)
+        if not a or not b.get("wall_s"):
+            continue
+        exp_cpu = _exponent(n1, a["cpu_s"], n2, b["cpu_s"])
+        scale = (target / n2) ** max(1.0, exp_cpu if math.isfinite(exp_cpu) else 1.0)
+        slope = (b["peak_rss_mb"] - a["peak_rss_mb"]) / (n2 - n1)
+        row = {"stage": stage, **b}
+        rows.append(
+            {
+                "stage": stage,
+                "time_exponent": exp_cpu,
+                "wall_exponent": _exponent(n1, a["wall_s"], n2, b["wall_s"]),
+                "hours_2core": b["wall_s"] * scale / 3600,
+                "hours_16core": _hours_16(row, b["wall_s"] * scale, scale),
+                "ram_gb": (b["peak_rss_mb"] + max(0.0, slope) * (target - n2)) / 1024,
+                "disk_gb": b.get("disk_mb", 0.0) * target / n2 / 1024,
+                "linear": not math.isfinite(exp_cpu) or exp_cpu <= 1.15,
+            }
+        )
+    return rows
+
+
+# -- report -------------------------------------------------------------------------------------------------------
+
+
+def _build_table(results: list[dict]) -> str:
+    rows = []
+    for r in results:
+        b = r["build"]
+        n = b["counts"]["passages"]
+        for stage, s in b["stages"].items():
+            rows.append(
+                [
+                    r["size"],
+                    f"{n:,}",
+                    stage,
+                    s["wall_s"],
+                    s["cpu_s"],
+                    s["peak_rss_mb"],
+                    s.get("peak_main_rss_mb", float("nan")),
+                    s.get("disk_mb", 0.0),
+                    s.get("peak_tmp_disk_mb", 0.0),
+                ]
+            )
+        per_m = sum(s["wall_s"] for k, s in b["stages"].items() if k in ("ingest", "store_finish", "bm25", "tfidf"))
+        rows.append(
+            [
+                r["size"],
+                f"{n:,}",
+                "**total**",
+                b["wall_s"],
+                sum(s["cpu_s"] for s in b["stages"].values()),
+                b["peak_rss_mb"],
+                "",
+                sum(b["disk_mb"].values()),
+                "",
+            ]
+        )
+        rows.append(
+            [r["size"], "", "min per 1M passages (store+bm25+tfidf)", per_m / 60 / (n / 1e6), "", "", "", "", ""]
+        )
+    header = ["size", "passages", "stage", "wall s", "CPU s", "peak RSS MiB", "of it main process", "disk MiB"]
+    return md_table([*header, "peak tmp MiB"], rows)
+
+
+def _query_table(results: list[dict]) -> str:
+    rows = []
+    for r in results:
+        q = r["queries"]
+        lat = q["latency"]["latency"]
+        for ch in (*QUERY_CHANNELS, FUSED):
+            key = "fused" if ch == FUSED else ch
+            b = q["batch"][ch]
+            lt = lat.get(key, {"p50": float("nan"), "p95": float("nan")})
+            rows.append([r["size"], ch, lt["p50"], lt["p95"], b["claims_per_s"], b["rss_mb"], b["recall@5"]])
+        rows.append([r["size"], "(latency process, all loaded)", "", "", "", q["latency"]["rss_mb"], ""])
+    return md_table(["index", "channels", "p50 ms", "p95 ms", "batch claims/s", "process RSS MiB", "R@5"], rows)
+
+
+def _extrapolation_table(rows: list[dict]) -> str:
+    body = [
+        [
+            x["stage"],
+            x["time_exponent"],
+            x["wall_exponent"],
+            x["hours_2core"],
+            x["hours_16core"],
+            x["ram_gb"],
+            x["disk_gb"],
+            "yes" if x["linear"] else "**no**",
+        ]
+        for x in rows
+    ]
+    tot2 = sum(x["hours_2core"] for x in rows)
+    tot16 = sum(x["hours_16core"] for x in rows)
+    peak = max((x["ram_gb"] for x in rows), default=0.0)
+    body.append(["**total**", "", "", tot2, tot16, peak, sum(x["disk_gb"] for x in rows), ""])
+    header = ["stage", "CPU exponent", "wall exponent", "h (2 cores)", "h (16 cores)", "peak RAM GB", "disk GB"]
+    return md_table([*header, "linear"], body)
+
+
+def _targets(results: list[dict], ref: dict | None) -> str:
+    big = results[-1]
+    lat = big["queries"]["latency"]["latency"]
+    fused = lat.get("fused", {})
+    b = big["build"]
+    n = b["counts"]["passages"]
+    per_m = sum(s["wall_s"] for k, s in b["stages"].items() if k in ("ingest", "store_finish", "bm25", "tfidf"))
+    lines = [
+        f"- fused p50 {fused.get('p50', float('nan')):.0f} ms (target <= 40), "
+        f"p95 {fused.get('p95', float('nan')):.0f} ms (<= 120) at {n:,} passages",
+        f"- TF-IDF p50 {lat.get('tfidf', {}).get('p50', float('nan')):.0f} ms (<= 10)",
+        f"- query process RSS (all channels loaded) {big['queries']['latency']['rss_mb']:.0f} MiB (<= 2048); "
+        f"fused batch process {big['queries']['batch'][FUSED]['rss_mb']:.0f} MiB",
+        f"- build peak RSS {b['peak_rss_mb']:.0f} MiB (<= 4096)",
+        f"- bm25,tfidf + store: {per_m / 60 / (n / 1e6):.1f} min per 1M passages (<= 6)",
+        f"- fused batch {big['queries']['batch'][FUSED]['claims_per_s']:.1f} claims/s (>= 25), process start included",
+    ]
+    if len(results) >= 2:
+        a = results[0]["build"]
+        ratio = b["peak_rss_mb"] / a["peak_rss_mb"]
+        growth = b["counts"]["passages"] / a["counts"]["passages"]
+        lines.append(f"- build peak RSS x{ratio:.2f} for x{growth:.2f} passages (target <= 1.2 at x2)")
+    if ref:
+        r10 = ref["queries"]["batch"][FUSED]["recall@5"]
+        lines.append(
+            f"- fused R@5 {big['queries']['batch'][FUSED]['recall@5']:.3f} vs {r10:.3f} on the 10k vital index "
+            f"(target: within 0.010); 10k batch {ref['queries']['batch'][FUSED]['claims_per_s']:.1f} claims/s (>= 50)"
+        )
+    return "\n".join(lines)
+
+
+def report(results: list[dict], ref: dict | None, n_claims: int, n_latency: int) -> str:
+    parts = [
+        "## Scale: synthetic enwiki-shaped dumps, bm25,tfidf (issue 21)\n",
+        "Dumps from `benchmarks/synth_dump.py`: real sentences (HotpotQA 2017 abstracts, the gensim enwiki fixture) "
+        "in enwiki-shaped articles (lead, 3 sections, links, categories, a redirect for every other article) plus "
+        "the 10,033 real vital-article leads. The machine is shared (2 cores) and other jobs ran meanwhile: "
+        "read the ratios more than the absolute figures.\n",
+        "\n".join(
+            f"- {r['size']}: {r['dump']['bytes'] / 2**20:.0f} MiB bz2, {r['build']['counts']['pages']:,} pages, "
+            f"{r['build']['counts']['redirects']:,} redirects, {r['build']['counts']['passages']:,} passages"
+            for r in results
+        ),
+        "\n### Build, per stage\n",
+        "One build process per size, sampled every 0.2 s (RSS summed over the process tree, and of the main process "
+        "alone: the DuckDB writer, the JVM of BM25, TF-IDF's merge; CPU of the tree); "
+        "stages cut at the build's log lines. `disk` is the stage's output; `peak tmp` the build folder's peak.\n",
+        _build_table(results),
+        "\nThe build's own pre-build estimate (`indexer.build` resource check, from the input's first 2 MB):\n",
+        "\n".join(
+            f"- {r['size']}: {'; '.join(r['build'].get('resource_estimate') or ['(none logged)'])}" for r in results
+        ),
+        f"\n### Queries ({n_latency} claims for latency, {n_claims} FEVER dev claims for batch and recall)\n",
+        "Latency: one process, everything warmed up, `channel_search` per channel and `search` fused (k=10). "
+        "Batch: `python -m retriever.query --queries` per channel set, spawn to exit; RSS from wait4.\n",
+        _query_table(results + ([{"size": "vital 10k", **ref}] if ref else [])),
+    ]
+    if len(results) >= 2:
+        rows = extrapolate(results[-2], results[-1])
+        parts += [
+            f"\n### Extrapolation to English Wikipedia (~{FULL_ENWIKI['articles'] / 1e6:.0f}M articles, "
+            f"~{FULL_ENWIKI['bz2_gb']} GB bz2, ~{FULL_ENWIKI['passages'] / 1e6:.0f}M passages)\n",
+            "Time: the larger size's wall time times (40M / n)^b, b the exponent of CPU seconds between the two "
+            "sizes (at least 1; CPU time is less disturbed by the other jobs than wall time). 16 cores: ingest "
+            "takes max(CPU / 16, its main process's CPU), the main process (reading, cutting, the DuckDB writer) "
+            "being serial; other stages by Amdahl's law with the parallel share read from CPU/wall on 2 cores. "
+            "RAM: the line through the two peaks. Disk: linear. A stage with b > 1.15 is marked not linear.\n",
+            _extrapolation_table(rows),
+        ]
+    parts += ["\n### Against the targets\n", _targets(results, ref)]
+    return "\n".join(parts) + "\n"
+
+
+def main(
+    shared: Path,
+    out: Path,
+    sizes: tuple[str, ...] = DEFAULT_SIZES,
+    *,
+    claims_limit: int | None = None,
+    n_latency: int = 200,
+    reference: bool = True,
+) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    claims, golds = _claims_file(shared, out, claims_limit)
+    ref = reference_10k(shared, out, claims, golds, n_latency) if reference else None
+    results = [run_size(shared, out, size, claims, golds, n_latency) for size in sizes]
+    text = report(results, ref, len(golds), min(n_latency, len(golds)))
+    (out / "scale.json").write_text(json.dumps({"results": results, "reference": ref}, indent=2))
+    (out / "scale.md").write_text(text)
+    return text
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_scale")
+    ap.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--out", type=Path, default=Path("/work/scratch/scale"))
+    ap.add_argument("--sizes", default=",".join(DEFAULT_SIZES), help="passage counts, e.g. 20k or 0.5M,1M")
+    ap.add_argument("--claims", type=int, default=None, help="first N dev claims only (default: all)")
+    ap.add_argument("--latency-claims", type=int, default=200)
+    ap.add_argument("--no-reference", action="store_true", help="skip the 10k vital index")
+    a = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    sizes = tuple(s.strip() for s in a.sizes.split(",") if s.strip())
+    print(main(a.shared, a.out, sizes, claims_limit=a.claims, n_latency=a.latency_claims, reference=not a.no_reference))

@@ -1,0 +1,211 @@
+"""The search options that ``python -m retriever.query`` and ``python -m retriever.serve`` share.
+
+One argument group (``--index``, ``--k``, ``--indexes``, fusion, multi-hop with its planner, the live fallback's
+flags), one check of it, and what it opens: the Retriever, the live fallback's settings and the multi-hop planner.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from wikiground.errors import ConfigError, QueryError
+
+MAX_HOPS = 10  # multi-hop iterations: each hop runs up to a dozen searches
+PLANNERS = ("local", "dspy")
+PLANNER_CACHE = "planner"  # the planner's answers: a folder of their own inside --cache
+
+
+def add_search_options(parser: argparse.ArgumentParser, *, title: str | None = None) -> None:
+    """The shared flags, on ``parser``; their names are public (kept). ``title``: a help section for the first
+    ones (the multi-hop and live fallback flags have sections of their own)."""
+    p: Any = parser.add_argument_group(title) if title else parser
+    p.add_argument("--index", required=True, type=Path, help="index folder built by `python -m indexer build`")
+    p.add_argument("--k", type=int, default=10, help="evidence items to return, 1 to 1000 (default 10)")
+    p.add_argument(
+        "--indexes", default="all", help="channels: comma list of bm25,dense,tfidf,title (default: all built)"
+    )
+    p.add_argument(
+        "--fusion", choices=("rrf", "score"), default="rrf", help="reciprocal rank fusion (default) or weighted scores"
+    )
+    p.add_argument("--weights", help="per-channel weights, e.g. title=1.5,dense=1,bm25=0.7,tfidf=0.3")
+    p.add_argument("--passages", action="store_true", help="top-k passages instead of top-k pages")
+    m = parser.add_argument_group("multi-hop retrieval")
+    m.add_argument(
+        "--multihop", action="store_true", help="iterative multi-hop retrieval (entity, semantic and attribute queries)"
+    )
+    m.add_argument("--hops", type=int, default=None, help=f"multi-hop iterations, 1 to {MAX_HOPS} (default 3)")
+    m.add_argument(
+        "--planner",
+        choices=PLANNERS,
+        default="local",
+        help="who plans each hop's queries: local (default, from the store) or dspy (an LLM through DSPy; its "
+        "answers are recorded in and replayed from --cache, by --cache-mode)",
+    )
+    m.add_argument("--lm", metavar="MODEL", help="the dspy planner's dspy.LM model string, e.g. openai/gpt-4o-mini")
+    m.add_argument(
+        "--lm-api-base",
+        metavar="URL",
+        help="base URL of an OpenAI-compatible server for --lm (e.g. http://127.0.0.1:8000/v1; key: "
+        "WIKIGROUND_LM_API_KEY)",
+    )
+    _add_live_options(parser)
+
+
+def _add_live_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("live Wikipedia fallback (only for entities the local index lacks)")
+    g.add_argument("--on-the-fly", action="store_true", help="ask the live MediaWiki API for missing entities")
+    g.add_argument("--api-url", help="MediaWiki api.php URL (default English Wikipedia)")
+    g.add_argument(
+        "--contact", help="contact URL or email for the User-Agent (Wikimedia policy; or WIKIGROUND_CONTACT)"
+    )
+    g.add_argument("--cache", type=Path, help="cache folder for live responses (and the dspy planner's answers)")
+    g.add_argument(
+        "--cache-mode", choices=("record", "replay", "off"), help="record (default when live), replay (no network), off"
+    )
+    g.add_argument("--rate", type=float, help="requests per second, over all of a server's clients (default 1)")
+    g.add_argument(
+        "--live-deadline",
+        type=float,
+        metavar="SECONDS",
+        help="all of one claim's live lookups end by this, retries and waits included "
+        "(default 30; or WIKIGROUND_LIVE_DEADLINE)",
+    )
+    g.add_argument("--ingest-live", action="store_true", help="write pages fetched live into the index's delta store")
+    g.add_argument(
+        "--live-bridges",
+        action="store_true",
+        help="with --on-the-fly, also when every entity is local: fetch the second hop's pages that the "
+        "index lacks (names in the best local evidence; one request)",
+    )
+
+
+def check_search_options(args: argparse.Namespace) -> None:
+    """The shared flags' bounds and combinations (QueryError naming the flag)."""
+    from retriever.api import check_k
+
+    check_k(args.k, what="--k")
+    if args.hops is not None and not 1 <= args.hops <= MAX_HOPS:
+        raise QueryError(f"--hops must be a whole number from 1 to {MAX_HOPS}, got {args.hops}")
+    if args.hops is not None and not args.multihop:
+        raise QueryError("--hops works with --multihop")
+    if args.live_bridges and not args.on_the_fly:
+        raise QueryError("--live-bridges works with --on-the-fly")
+    if args.planner != "local" and not args.multihop:
+        raise QueryError(f"--planner {args.planner} works with --multihop")
+    if (args.lm is not None or args.lm_api_base is not None) and args.planner != "dspy":
+        raise QueryError("--lm and --lm-api-base work with --planner dspy")
+    if args.planner == "dspy" and args.lm is None and fallback_settings(args).cache_mode != "replay":
+        raise QueryError("--planner dspy needs --lm MODEL (or --cache-mode replay with the --cache of a recorded run)")
+
+
+def fallback_settings(args: argparse.Namespace) -> Any:
+    """The live fallback's settings from the flags; unset ones come from ``WIKIGROUND_*`` variables."""
+    from fallback.settings import FallbackSettings
+
+    return FallbackSettings.from_env(
+        api_url=args.api_url,
+        contact=args.contact,
+        cache_dir=args.cache,
+        cache_mode=args.cache_mode,
+        rate=args.rate,
+        live_deadline=args.live_deadline,
+    )
+
+
+def parse_weights(spec: str | None) -> dict[str, float] | None:
+    """``title=1.5,dense=1`` -> weights, checked (known channels, finite, 0..MAX_WEIGHT)."""
+    from retriever.fusion import check_weights
+
+    if not spec:
+        return None
+    out: dict[str, float] = {}
+    for part in spec.split(","):
+        name, eq, val = part.partition("=")
+        try:
+            out[name.strip()] = float(val)
+        except ValueError as exc:
+            raise QueryError(f"--weights: expected name=number pairs, got {part!r}") from exc
+        if not eq:
+            raise QueryError(f"--weights: expected name=number pairs, got {part!r}")
+    try:
+        return check_weights(out)
+    except ConfigError as exc:
+        raise QueryError(f"--{exc}") from exc
+
+
+def retriever_opener(args: argparse.Namespace) -> Callable[[], Any]:
+    """A function that opens the Retriever the flags describe (the server calls it again on a reload)."""
+    from retriever.api import Retriever
+
+    weights = parse_weights(args.weights)
+    settings = fallback_settings(args) if args.on_the_fly else None
+
+    def opener() -> Retriever:
+        return Retriever.open(
+            args.index,
+            channels=args.indexes,
+            weights=weights,
+            fusion=args.fusion,
+            on_the_fly=args.on_the_fly,
+            fallback=settings,
+            ingest_live=args.ingest_live,
+            live_bridges=args.live_bridges,
+        )
+
+    return opener
+
+
+def planner_of(args: argparse.Namespace) -> Any | None:
+    """The multi-hop planner ``--planner`` names; None for the local one (the pipeline's default).
+
+    The dspy planner's answers go through ``--cache``/planner in ``--cache-mode`` (record by default): a replay
+    needs no LM, and answers as the recorded run did. Without a cache folder the LM is asked every time.
+    """
+    if args.planner == "local":
+        return None
+    from retriever.multihop.llm import CachedLM, DSPyLM, LLMPlanner
+
+    settings = fallback_settings(args)
+    replay = settings.cache_mode == "replay"
+    lm = None if replay else DSPyLM(model=args.lm, api_base=args.lm_api_base)
+    if settings.cache_dir is None or settings.cache_mode == "off":
+        if lm is None:
+            raise ConfigError("--cache-mode replay needs --cache DIR")
+        return LLMPlanner(lm)
+    return LLMPlanner(CachedLM(lm, Path(settings.cache_dir) / PLANNER_CACHE, mode=settings.cache_mode, model=args.lm))
+
+
+def answer(
+    retriever: Any,
+    claim: str,
+    *,
+    k: int,
+    indexes: str | None = None,
+    multihop: bool = False,
+    hops: int | None = None,
+    on_the_fly: bool | None = None,
+    passages: bool = False,
+    planner: Any | None = None,
+    id: Any = ...,
+) -> dict[str, Any]:
+    """One claim's output line, as :func:`retriever.batch.answer_claim` gives it, with multi-hop planned by
+    ``planner`` (None: the local planner)."""
+    from retriever.api import NO_ID
+    from retriever.batch import answer_claim
+
+    id_ = NO_ID if id is ... else id
+    if planner is None or not multihop:
+        opts = {"indexes": indexes, "multihop": multihop, "hops": hops, "on_the_fly": on_the_fly, "passages": passages}
+        return answer_claim(retriever, claim, k=k, id=id_, **opts)
+    from retriever.multihop import MultiHopParams, MultiHopRetriever
+
+    extra: dict[str, Any] = {"hops": hops} if hops else {}
+    if indexes:
+        from retriever.api import parse_channels
+
+        extra["channels"] = parse_channels(indexes)
+    params = MultiHopParams(final_k=k, **extra)
+    return MultiHopRetriever(retriever, params=params, planner=planner).search(claim).to_dict(id_)

@@ -1,0 +1,147 @@
+"""The basics :mod:`retriever.serve.mediawiki` and :mod:`retriever.serve.mediawiki_extra` share: the answer being
+built, errors, parameter parsing, the page set's entries looked up by title, and pages' text and links."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from retriever.serve import pages as page_lookup
+from wikiground.records import Page
+from wikiground.text import canonical_title
+
+MAX_LIMIT = 500
+MAX_TITLES = 50
+
+
+@dataclass
+class Reply:
+    """One API answer being built: the query block, warnings per module, the continuation."""
+
+    fv2: bool
+    query: dict[str, Any] = field(default_factory=dict)
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    cont: dict[str, Any] = field(default_factory=dict)
+    props_incomplete: bool = False
+
+    def warn(self, module: str, text: str) -> None:
+        self.warnings.setdefault(module, []).append(text)
+
+    def flag(self) -> Any:
+        return True if self.fv2 else ""
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if not self.props_incomplete:
+            out["batchcomplete"] = self.flag()
+        if self.warnings:
+            key = "warnings" if self.fv2 else "*"
+            out["warnings"] = {m: {key: "\n".join(ws)} for m, ws in self.warnings.items()}
+        if self.cont:
+            out["continue"] = {**self.cont, "continue": "-||" if "sroffset" in self.cont else "||"}
+        if self.query:
+            out["query"] = self.query
+        return out
+
+
+def error(code: str, info: str) -> dict[str, Any]:
+    return {"error": {"code": code, "info": info, "docref": "This is wikiground's offline subset of the API."}}
+
+
+def _limit(p: Mapping[str, str], name: str, default: int, reply: Reply, module: str, cap: int = MAX_LIMIT) -> int:
+    raw = p.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw == "max":
+        return cap
+    if not raw.isdigit() or int(raw) < 1:
+        reply.warn(module, f'Invalid value "{raw}" for integer parameter "{name}"; using {default}.')
+        return default
+    if int(raw) > cap:
+        reply.warn(module, f'"{name}" may not be over {cap} (set to {raw}) for users.')
+        return cap
+    return int(raw)
+
+
+def _int(raw: str | None, default: int = 0) -> int:
+    return int(raw) if raw and raw.isdigit() else default
+
+
+def _values(p: Mapping[str, str], name: str) -> list[str]:
+    return [v for v in (p.get(name) or "").split("|") if v]
+
+
+def page_url(page: Page) -> str:
+    return page.url or "https://en.wikipedia.org/wiki/" + quote(page.title.replace(" ", "_"), safe="()_,:'!")
+
+
+@dataclass
+class Entry:
+    """One page of the answer: found (with its Page) or missing/invalid."""
+
+    title: str
+    page: Page | None = None
+    invalid: str | None = None
+    index: int | None = None
+    redirect_id: int | None = None  # a redirect page, not followed (no ``redirects`` parameter)
+    ns: int = 0
+
+
+def _by_titles(store: Any, raw: list[str], p: Mapping[str, str], reply: Reply) -> list[Entry]:
+    if len(raw) > MAX_TITLES:
+        reply.warn("main", f'Too many values supplied for parameter "titles". The limit is {MAX_TITLES}.')
+        raw = raw[:MAX_TITLES]
+    follow = "redirects" in p and p["redirects"] not in ("0", "false")
+    normalized, redirects, out = [], [], []
+    for t in raw:
+        title = canonical_title(t)
+        if not title or re.search(r"[#<>\[\]|{}]", title):
+            out.append(Entry(t, invalid="The requested page title is empty or contains invalid characters."))
+            continue
+        if title != t:
+            normalized.append({"from": t, "to": title})
+        res = store.resolve_titles([title], loose=False).get(title)
+        if res is not None and res.via_redirect and follow:
+            item = {"from": title, "to": res.title}
+            if res.fragment:
+                item["tofragment"] = res.fragment
+            redirects.append(item)
+        if res is not None and res.via_redirect and not follow:
+            out.append(Entry(title, redirect_id=_redirect_page_id(store, title)))
+            continue
+        page = store.page(res.page_id) if res is not None else None
+        out.append(Entry(page.title if page else title, page))
+    if normalized:
+        reply.query["normalized"] = normalized
+    if redirects:
+        reply.query["redirects"] = redirects
+    return out
+
+
+def _redirect_page_id(store: Any, title: str) -> int | None:
+    found = page_lookup.rows(store, "SELECT source_page_id FROM redirects WHERE source_title = ? LIMIT 1", [title])
+    return int(found[0][0]) if found and found[0][0] is not None else None
+
+
+def linked_titles(store: Any, page: Page) -> list[str]:
+    """The titles a page links to, canonical, once each, sorted (MediaWiki lists links by title)."""
+    return sorted({canonical_title(t) for t, _ in store.links(page.page_id) if t.strip()})
+
+
+def extract_text(store: Any, page: Page, *, intro: bool, sectionformat: str) -> str:
+    """A page's plain text: the lead alone, or every section with ``== Heading ==`` marks (``wiki``) or bare
+    headings (``plain``)."""
+    if intro:
+        return page.lead
+    secs = page_lookup.sections(store, page.page_id)
+    parts = [page.lead]
+    for s in secs:
+        if s["index"] == 0:
+            continue
+        marks = "=" * max(2, s["level"])
+        head = f"{marks} {s['heading']} {marks}" if sectionformat == "wiki" else s["heading"]
+        parts.append(f"\n\n{head}\n{s['text']}")
+    return "".join(parts).strip()

@@ -1,0 +1,190 @@
+"""Dense IVF-PQ (backends/dense/ivf.py): the switch above a lowered threshold, PQ sizing, nprobe chosen for
+recall@10 >= 0.95 and stored, memory-mapped loading, and old IVF-SQ8 indexes still loading.
+
+Two data sets: cheap synthetic vectors shaped like the scale benchmark's (passages as normalised mixtures
+of 3-5 "sentence" vectors) for the recall checks, and real MiniLM vectors of HotpotQA abstracts for the
+backend path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.test_dense import PARAPHRASES
+from tests.test_tfidf import make_store
+
+DIM = 384
+N_SYNTH = 4000
+
+
+def mixtures(rng, base: np.ndarray, n: int, lo: int, hi: int) -> np.ndarray:
+    """n unit vectors, each a weighted sum of lo..hi random rows of ``base``."""
+    out = np.empty((n, base.shape[1]), dtype=np.float32)
+    for i in range(n):
+        rows = rng.choice(len(base), size=rng.integers(lo, hi + 1), replace=False)
+        v = rng.dirichlet(np.ones(len(rows))) @ base[rows]
+        out[i] = v / np.linalg.norm(v)
+    return out
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory):
+    from backends.dense import ivf
+
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((600, DIM)).astype(np.float32)
+    vecs = mixtures(rng, base, N_SYNTH, 3, 5)
+    queries = mixtures(rng, base, 200, 1, 2)  # not in the corpus, like claims against passages
+    folder = tmp_path_factory.mktemp("ivf")
+    np.save(folder / "vectors.npy", vecs)
+    params = ivf.build(folder / "vectors.npy", folder)
+    return folder, vecs, queries, params
+
+
+def test_pq_params_and_size(synth):
+    from backends.dense import ivf
+
+    folder, vecs, _, params = synth
+    assert params["index_type"] == "ivf_pq+rerank" and params["ivf_file"] == "ivf_pq.faiss"
+    assert params["pq_m"] == 64 and params["pq_bits"] == 8 and params["bytes_per_vector"] == 72
+    assert params["nlist"] == ivf.default_nlist(N_SYNTH) and params["train_vectors"] <= N_SYNTH
+    size = (folder / "ivf_pq.faiss").stat().st_size
+    # codes + ids, coarse centroids and PQ codebooks: no float vectors
+    fixed = params["nlist"] * DIM * 4 + 64 * 256 * (DIM // 64) * 4
+    assert size == params["index_bytes"] and 0 <= size - (N_SYNTH * 72 + fixed) < 20_000
+    assert ivf.estimate(N_SYNTH)["index_bytes"] == N_SYNTH * 72 + fixed
+
+
+def test_nprobe_chosen_for_recall(synth):
+    _, _, _, params = synth
+    curve = {int(p): r for p, r in params["nprobe_recall"].items()}
+    assert params["recall_target"] == 0.95 and params["recall_at_10"] >= 0.95
+    assert params["nprobe"] == max(curve) and curve[params["nprobe"]] == params["recall_at_10"]
+    assert all(r < 0.95 for p, r in curve.items() if p < params["nprobe"])  # the smallest that reaches it
+    assert params["recall_queries"] == 1000 and params["nprobe"] < params["nlist"]
+
+
+def test_mmap_load_and_recall_on_new_queries(synth):
+    import faiss
+
+    from backends.dense import ivf
+
+    folder, vecs, queries, params = synth
+    index = ivf.load(folder, {**params, "count": N_SYNTH})
+    lists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(index).invlists)
+    assert isinstance(lists, faiss.OnDiskInvertedLists)  # mapped from the file, not copied into RAM
+    assert faiss.extract_index_ivf(index).nprobe == params["nprobe"]
+    found, scores = ivf.search(index, ivf.RowReader(folder / "vectors.npy"), queries, 10)
+    truth = ivf.exact_top(vecs, queries, 10)
+    assert ivf.recall_at(found, truth, 10) >= 0.9
+    np.testing.assert_allclose(scores, np.take_along_axis(queries @ vecs.T, found, axis=1), atol=1e-5)
+    one_probe, _ = ivf.search(index, ivf.RowReader(folder / "vectors.npy"), queries, 10, nprobe=1)
+    assert ivf.recall_at(one_probe, truth, 10) < ivf.recall_at(found, truth, 10)
+
+
+def test_given_nprobe_kept_and_measured(synth):
+    from backends.dense import ivf
+
+    folder, vecs, _, params = synth
+    index = ivf.load(folder, {**params, "count": N_SYNTH})
+    assert params["train_vectors"] == N_SYNTH  # every row trained on: the same held-out queries as the build
+    tuned = ivf.tune_nprobe(index, ivf.RowReader(folder / "vectors.npy"), vecs, np.arange(N_SYNTH), nprobe=2)
+    assert tuned["nprobe"] == 2 and list(tuned["nprobe_recall"]) == ["2"]
+    assert tuned["recall_at_10"] == params["nprobe_recall"]["2"] < 0.95  # same held-out queries, same figure
+
+
+def test_sizing_for_whole_wikipedia():
+    from backends.dense import ivf
+
+    est = ivf.estimate(40_000_000)
+    assert est["bytes_per_vector"] == 72
+    assert est["query_resident_bytes"] <= 4 * 10**9 and est["build_ram_bytes"] <= 8 * 10**9
+
+
+def test_resource_check_says_so_before_building(synth, tmp_path, monkeypatch):
+    from backends.dense import ivf
+    from wikiground.errors import BuildError
+
+    folder = synth[0]
+    shutil.copy(folder / "vectors.npy", tmp_path / "vectors.npy")
+    monkeypatch.setattr(ivf, "_mem_available", lambda: 1 << 20)
+    with pytest.raises(BuildError, match=r"needs ~[0-9.]+ GB of RAM, 0\.0 GB available"):
+        ivf.build(tmp_path / "vectors.npy", tmp_path)
+    assert not (tmp_path / "ivf_pq.faiss").exists()
+
+
+def test_row_reader(synth, tmp_path):
+    from backends.dense import ivf
+    from wikiground.errors import IndexCorruptError
+
+    folder, vecs, _, _ = synth
+    ids = np.array([0, 5, 6, N_SYNTH - 1])
+    np.testing.assert_array_equal(ivf.RowReader(folder / "vectors.npy")(ids), vecs[ids])
+    np.save(tmp_path / "f64.npy", vecs[:4].astype(np.float64))
+    with pytest.raises(IndexCorruptError, match="f64.npy"):
+        ivf.RowReader(tmp_path / "f64.npy")
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    """Real MiniLM vectors of 200 abstracts: an exact index and an IVF-PQ one (threshold lowered)."""
+    from backends import dense
+
+    root = tmp_path_factory.mktemp("dense_ivf")
+    make_store(root / "wiki.duckdb")
+    dense.build(root / "wiki.duckdb", root / "exact", keep_shards=True)
+    shutil.copytree(root / "exact" / "shards", root / "ivf" / "shards")
+    params = dense.assemble(root / "wiki.duckdb", root / "ivf", exact_threshold=100)
+    return root, dense.load(root / "exact"), params
+
+
+def test_backend_switches_to_ivf_pq(real):
+    from backends import dense
+
+    root, exact, params = real
+    stored = json.loads((root / "ivf" / "params.json").read_text())
+    assert stored == params and params["index_type"] == "ivf_pq+rerank" and params["recall_at_10"] >= 0.95
+    assert (root / "ivf" / "ivf_pq.faiss").is_file() and not (root / "exact" / "ivf_pq.faiss").exists()
+    approx = dense.load(root / "ivf")
+    assert approx.ivf is not None and approx.ivf.ntotal == 200
+    for query, title in PARAPHRASES:
+        want = exact.search(query, k=5)
+        got = approx.search(query, k=5)
+        assert title in [h.title for h in got[:3]]
+        for h in got:  # re-ranked: exact cosines
+            match = [w for w in want if w.passage_id == h.passage_id]
+            assert not match or h.score == pytest.approx(match[0].score, abs=1e-5)
+
+
+def test_old_ivf_sq8_index_still_loads(real, tmp_path):
+    import faiss
+
+    from backends import dense
+
+    root, exact, params = real
+    old = tmp_path / "old"
+    shutil.copytree(root / "exact", old, ignore=shutil.ignore_patterns("shards"))
+    vecs = np.load(old / "vectors.npy")
+    index = faiss.IndexIVFScalarQuantizer(
+        faiss.IndexFlatIP(DIM), DIM, 4, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+    )
+    index.train(vecs)
+    index.add(vecs)
+    faiss.write_index(index, str(old / "ivf_sq8.faiss"))
+    old_params = json.loads((old / "params.json").read_text())
+    old_params.update(index_type="ivf_sq8+rerank", nlist=4, nprobe=4, rerank_factor=10)
+    (old / "params.json").write_text(json.dumps(old_params))
+    loaded = dense.load(old)
+    lists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(loaded.ivf).invlists)
+    assert isinstance(lists, faiss.OnDiskInvertedLists)
+    for query, _ in PARAPHRASES:  # every list probed: the exact results
+        assert [h.passage_id for h in loaded.search(query, k=5)] == [h.passage_id for h in exact.search(query, k=5)]
+    old_params["index_type"] = "ivf_hnsw"
+    (old / "params.json").write_text(json.dumps(old_params))
+    from wikiground.errors import IndexCorruptError
+
+    with pytest.raises(IndexCorruptError, match="unknown dense index_type"):
+        dense.load(old)
