@@ -78,6 +78,10 @@ class BlockAnswerer:
     def __call__(self, items: list[tuple[Any, str]]) -> list[dict[str, Any]]:
         from retriever.batch_search import search_many
 
+        if len(items) == 1:  # the same answer; a block's set-up (dry run, batch calls) costs more than it saves
+            (id_, text), opts = items[0], {"indexes": self.indexes, "passages": self.passages}
+            return [answer_claim(self.retriever, text, k=self.k, id=id_, on_the_fly=False, **opts)]
+
         results = search_many(
             self.retriever, [text for _, text in items], self.k, channels=self.indexes, passages=self.passages
         )

@@ -367,3 +367,67 @@ def test_import_retriever_stays_light():
     code = "import sys, retriever, retriever.serve; print(sorted(m for m in ('fastapi', 'uvicorn', 'dspy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- concurrent searches answered in blocks ---------------------------------------------------------------
+
+
+def test_coalescer_answers_queued_claims_together_and_each_its_own_error():
+    from retriever.serve.coalesce import Coalescer
+
+    calls: list[list[str]] = []
+    gate = threading.Event()
+
+    def answer(items):
+        texts = [t for _, t in items]
+        calls.append(texts)
+        gate.wait(10)
+        if "bad" in texts:
+            raise ValueError("bad claim")
+        return [{"claim": t} for t in texts]
+
+    with ThreadPoolExecutor(8) as pool:
+        co = Coalescer(pool, lanes=2)
+        first = [co.submit("k", answer, c) for c in ("a", "b")]  # both lanes busy, held at the gate
+        while len(calls) < 2:
+            time.sleep(0.01)
+        queued = [co.submit("k", answer, c) for c in ("c", "bad", "d")]
+        dropped = co.submit("k", answer, "gone")
+        assert dropped.cancel()  # its client gave up before its block started
+        gate.set()
+        assert [f.result(10)["claim"] for f in first] == ["a", "b"]
+        assert queued[0].result(10) == {"claim": "c"} and queued[2].result(10) == {"claim": "d"}
+        with pytest.raises(ValueError, match="bad claim"):
+            queued[1].result(10)
+    assert sorted(calls[:2]) == [["a"], ["b"]]
+    assert calls[2] == ["c", "bad", "d"]  # one block for the three that waited, then one by one after its error
+    assert sorted(map(tuple, calls[3:])) == [("bad",), ("c",), ("d",)]
+    assert "gone" not in {t for c in calls for t in c}
+    assert co.stats()["waiting"] == 0
+
+
+def test_concurrent_searches_are_answered_in_blocks_with_the_serial_answers(gensim_index):
+    state = light_state(gensim_index)
+    claims = [CLAIM, "Alan Turing broke the Enigma code.", "Anarchism is a political philosophy.", "Apollo 11"]
+    gen = state.generation
+    try:
+        with ThreadServer(state, threads=8) as url:
+            serial = {c: _comparable(httpx.post(f"{url}/search", json={"claim": c}).json()) for c in claims}
+
+            def client(n: int) -> list[bool]:
+                with httpx.Client(timeout=60) as h:
+                    return [
+                        _comparable(h.post(f"{url}/search", json={"claim": claims[(n + i) % 4]}).json())
+                        == serial[claims[(n + i) % 4]]
+                        for i in range(25)
+                    ]
+
+            with ThreadPoolExecutor(8) as pool:
+                results = [ok for oks in pool.map(client, range(8)) for ok in oks]
+            stats = httpx.get(f"{url}/stats").json()["coalesced"]
+        assert results == [True] * 200
+        assert stats["claims"] == 204 and stats["waiting"] == 0
+        assert stats["blocks"] < stats["claims"]  # some requests waited and were answered together
+        assert gen.refs == 0 and gen.closed  # every request left it; the server's shutdown closed it
+    finally:
+        state.close()

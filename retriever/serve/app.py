@@ -24,9 +24,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from retriever.api import error_line
+from retriever.batch import block_answerer
 from retriever.cli_options import answer as answer_line
 from retriever.multihop.llm import PlannerError
 from retriever.serve import pages as page_lookup
+from retriever.serve.coalesce import Coalescer
 from retriever.serve.state import ServerState, options_of
 from wikiground.errors import (
     ConfigError,
@@ -41,6 +43,10 @@ from wikiground.errors import (
 log = logging.getLogger(__name__)
 
 LOCAL_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+# The options that make a block: claims asked with the same ones are answered together.
+BLOCK_OPTIONS = ("k", "indexes", "multihop", "on_the_fly", "passages")
 
 
 class RequestTimeout(Exception):
@@ -115,6 +121,7 @@ class Runner:
         self.state = state
         self.executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="request")
         self.window = max(1, threads // 2)  # claims of one batch searched at once
+        self.coalescer = Coalescer(self.executor)
 
     def submit(self, gen: Any, fn: Callable[[Any], Any]) -> Any:
         """``fn(retriever)`` on the pool; the generation's reference (taken by the caller) is left when it ends."""
@@ -143,6 +150,37 @@ class Runner:
     async def run(self, fn: Callable[[Any], Any]) -> Any:
         gen = self.state.acquire()
         return await self.wait(gen, self.submit(gen, fn))
+
+    async def search(self, claim: str, opts: dict[str, Any]) -> dict[str, Any]:
+        """One claim's output line. Local single-shot searches go through the coalescer (answered in a block
+        with the concurrent requests that share their options); multi-hop and live ones run on their own."""
+        gen = self.state.acquire()
+        try:
+            answer = block_answerer(gen.retriever, **{o: opts.get(o) for o in BLOCK_OPTIONS})
+        except BaseException:
+            gen.leave()
+            raise
+        if answer is None:
+            return await self.wait(
+                gen, self.submit(gen, lambda r: answer_line(r, claim, planner=self.state.planner, **opts))
+            )
+        key = (gen.number, *(_hashable(opts.get(o)) for o in BLOCK_OPTIONS))
+        try:
+            fut = self.coalescer.submit(key, answer, claim)
+        except BaseException:
+            gen.leave()
+            raise
+        fut.add_done_callback(lambda _: gen.leave())  # answered, failed or dropped: the reference ends with it
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), self.state.limits.timeout)
+        except TimeoutError:
+            raise RequestTimeout(f"the request took longer than {self.state.limits.timeout:g} s") from None
+        finally:
+            fut.cancel()  # only one that has not started: its block drops it
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def create_app(state: ServerState, *, threads: int = 8, reload_on_sighup: bool = False) -> FastAPI:
@@ -206,7 +244,7 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         claim = state.check_claim(req.claim)
         opts = options_of(req.model_dump(), state.defaults)
         opts["k"] = state.check_k(opts["k"])
-        return JSONResponse(await runner.run(lambda r: answer_line(r, claim, planner=state.planner, **opts)))
+        return JSONResponse(await runner.search(claim, opts))
 
     @app.post("/search/batch", summary="Evidence for many {id, claim}: NDJSON lines, as they finish")
     async def search_batch(
@@ -300,7 +338,7 @@ def _info_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
 
     @app.get("/stats", summary="Manifest, counts, channels, versions, uptime and requests served")
     async def stats() -> dict[str, Any]:
-        return await runner.run(lambda r: _stats(state, r))
+        return await runner.run(lambda r: {**_stats(state, r), "coalesced": runner.coalescer.stats()})
 
     @app.post("/reload", summary="Open the index folder again and swap it in (from 127.0.0.1 only)")
     async def reload(request: Request) -> Any:
@@ -386,7 +424,7 @@ def _dspy_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         claim = state.check_claim(query, what="query")
         k = state.check_k(k)
         opts = {**options_of({"k": k}, state.defaults), "multihop": False}
-        result = await runner.run(lambda r: answer_line(r, claim, planner=state.planner, **opts))
+        result = await runner.search(claim, opts)
         return JSONResponse({"query": query, "topk": colbert_topk(result)})
 
     @app.get("/api/search", summary="DSPy ColBERTv2 drop-in: GET ?query=...&k=... -> {topk: [...]}")
