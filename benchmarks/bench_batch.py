@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -33,6 +34,11 @@ def _run(index: Path, channels: str, queries: Path, out: Path, block: str) -> di
     cmd = [sys.executable, "-m", "retriever.query", "--index", str(index), "--indexes", channels]
     cmd += ["--queries", str(queries), "--out", str(out), "--quiet"]
     env = {**os.environ, "WIKIGROUND_BATCH_BLOCK": block}
+    # Peak RSS from GNU time: the rusage of a forked child starts from this (large) process's own peak.
+    rss_file = out.with_suffix(".rss")
+    gnu_time = shutil.which("time", path="/usr/bin")
+    if gnu_time:
+        cmd = [gnu_time, "-f", "%M", "-o", str(rss_file), *cmd]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err = proc.stderr.read() if proc.stderr else b""
@@ -41,7 +47,10 @@ def _run(index: Path, channels: str, queries: Path, out: Path, block: str) -> di
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {err.decode(errors='replace')[-2000:]}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024}
+    rss = float("nan")
+    if gnu_time:
+        rss = int(rss_file.read_text().split()[-1]) / 1024  # KiB
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": rss}
 
 
 def _answers(path: Path) -> list[dict[str, Any]]:
