@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,7 @@ class Fact:
     source: str
     passage_id: int | None
     sentence_id: int | None
+    origin: str = "local"  # "live": stated by a page fetched live (the index's delta)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,14 @@ class KgPath:
 
     def triples(self) -> tuple[dict[str, Any], ...]:
         return tuple(
-            {"subject": f.subject, "relation": f.relation, "object": f.object, "hop": i, "score": round(self.score, 4)}
+            {
+                "subject": f.subject,
+                "relation": f.relation,
+                "object": f.object,
+                "hop": i,
+                "score": round(self.score, 4),
+                "origin": f.origin,
+            }
             for i, f in enumerate(self.facts, 1)
         )
 
@@ -179,6 +187,10 @@ class KgBackend:
         if mids:
             pattern = r"\b(" + "|".join(sorted(re.escape(t) for t in terms)) + ")" if terms else r"^\b$"
             second = [Fact(*r) for r in self.store.rows(_HOP2_SQL, [mids, entity_ids, pattern, MAX_HOP2])]
+        live = set(self.store.live_fetch_times({f.subject_id for f in (*first, *second)}))
+        if live:
+            first = [replace(f, origin="live") if f.subject_id in live else f for f in first]
+            second = [replace(f, origin="live") if f.subject_id in live else f for f in second]
         passages = sorted({f.passage_id for f in (*first, *second) if f.passage_id is not None})
         stated = {(p, s): t for p, s, t in self.store.rows(_STATED_SQL, [passages, passages])} if passages else {}
         return [(1, f) for f in first] + [(2, f) for f in second], stated

@@ -827,6 +827,28 @@ class WikiApi:
                 out[requested] = [c["title"].split(":", 1)[-1] for c in page.get("categories", [])]
         return out
 
+    def links_of(self, titles: Sequence[str]) -> dict[str, list[str]]:
+        """Article links (namespace 0) of several pages, 50 titles per request with its ``continue`` chain, keyed
+        by requested title."""
+        out: dict[str, list[str]] = {}
+        for chunk in _chunks(list(dict.fromkeys(t for t in titles if t and "|" not in t)), TITLES_PER_QUERY):
+            responses = self.call_all(
+                {
+                    "action": "query",
+                    "titles": "|".join(chunk),
+                    "redirects": "1",
+                    "prop": "links",
+                    "plnamespace": "0",
+                    "pllimit": "max",
+                }
+            )
+            query = merge_query(r.body for r in responses)
+            by_title = {p.get("title"): p for p in query["pages"]}
+            for requested, (final, _, _) in resolve_titles(chunk, query).items():
+                page = by_title.get(final) or {}
+                out[requested] = [l["title"] for l in page.get("links", []) if l.get("title")]
+        return out
+
     def linked_intros(self, title: str, *, limit: int = EXTRACTS_PER_QUERY) -> dict[str, PageInfo]:
         """The intros of the first ``limit`` pages a page links to (a disambiguation page's options), in one
         request: ``generator=links`` with the props of ``intros``. Keyed by title; links to no page are left out."""

@@ -16,13 +16,14 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from fallback.live import LivePage
 from indexer.chunking import DEFAULT_TARGET_WORDS, chunk_section
 from indexer.schema import DDL
 from indexer.store import delta_revisions
+from retriever.entities import strip_disambiguator
 from wikiground.errors import BuildError
 from wikiground.layout import (
     DELTA_LOCK_FILE,
@@ -69,9 +70,15 @@ def delta_lock(index_dir: Path) -> Iterator[Path]:
             os.close(fd)  # closing releases the lock
 
 
-def _page_rows(page: LivePage) -> dict[str, list[tuple]]:
-    """The delta tables' rows of one live page."""
+def _page_rows(page: LivePage, resolved: Mapping[str, int] | None = None) -> dict[str, list[tuple]]:
+    """The delta tables' rows of one live page (``resolved``: link title -> page id, after redirects)."""
     rows: dict[str, list[tuple]] = {"pages": [], "sections": [], "passages": [], "sentences": []}
+    _text_rows(page, rows)
+    rows["triples"] = _triple_rows(page, rows["sentences"], resolved or {})
+    return rows
+
+
+def _text_rows(page: LivePage, rows: dict[str, list[tuple]]) -> None:
     # rev_timestamp holds the fetch time: the API's extracts carry no revision time, and the evidence of a live
     # page reports when it was fetched.
     rows["pages"].append(
@@ -99,7 +106,7 @@ def _page_rows(page: LivePage) -> dict[str, list[tuple]]:
         for chunk in chunk_section(text or "", section_index=section_index, target_words=DEFAULT_TARGET_WORDS):
             if passage_index >= LIVE_PASSAGES_PER_PAGE:
                 log.warning("live page %r: passages beyond %d dropped", page.title, LIVE_PASSAGES_PER_PAGE)
-                return rows
+                return
             pid = live_passage_id(page.pageid, passage_index)
             rows["passages"].append(
                 (pid, page.pageid, section_index, chunk.text, page.title, heading, "text", passage_index)
@@ -108,10 +115,27 @@ def _page_rows(page: LivePage) -> dict[str, list[tuple]]:
                 rows["sentences"].append((pid, i, page_sentence, chunk.text[s:e], s, e))
                 page_sentence += 1
             passage_index += 1
-    return rows
 
 
-def _write_segment(path: Path, pages: Sequence[LivePage]) -> None:
+def _triple_rows(page: LivePage, sentences: list[tuple], resolved: Mapping[str, int]) -> list[tuple]:
+    """``triples`` rows of a live page's links (``mentions``, stated by the first sentence naming the linked
+    title, if any) and categories, as a build makes them from a dump's links and categories."""
+    out: list[tuple] = []
+    for title in dict.fromkeys(page.links):
+        target = resolved.get(title)
+        if target == page.pageid:
+            continue  # no page points at itself
+        name = strip_disambiguator(title).casefold()
+        where = next(((pid, n) for pid, _, n, text, _, _ in sentences if name and name in text.casefold()), None)
+        passage_id, sentence_id = where if where else (None, None)
+        out.append((page.pageid, page.title, "mentions", title, target, "link", passage_id, sentence_id, page.rev_id))
+    for category in dict.fromkeys(page.categories):
+        target = resolved.get(f"Category:{category}")
+        out.append((page.pageid, page.title, "category", category, target, "category", None, None, page.rev_id))
+    return out
+
+
+def _write_segment(path: Path, pages: Sequence[LivePage], resolved: Mapping[str, int]) -> None:
     import duckdb
 
     con = duckdb.connect(str(path))
@@ -119,7 +143,7 @@ def _write_segment(path: Path, pages: Sequence[LivePage]) -> None:
         con.execute(DDL)
         con.execute("BEGIN")
         for page in pages:
-            for table, rows in _page_rows(page).items():
+            for table, rows in _page_rows(page, resolved).items():
                 if rows:
                     marks = ", ".join("?" * len(rows[0]))
                     con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
@@ -127,6 +151,14 @@ def _write_segment(path: Path, pages: Sequence[LivePage]) -> None:
         con.execute("CHECKPOINT")
     finally:
         con.close()
+
+
+def _resolved(pages: Sequence[LivePage], resolve: Callable[[list[str]], Mapping[str, int]] | None) -> dict[str, int]:
+    """Page ids of the titles the pages link to or are categorised in: the pages themselves, then ``resolve``."""
+    wanted = [t for p in pages for t in (*p.links, *(f"Category:{c}" for c in p.categories))]
+    out = dict(resolve(wanted)) if resolve is not None and wanted else {}
+    out.update((p.title, int(p.pageid)) for p in pages if p.pageid is not None and p.title in set(wanted))
+    return out
 
 
 def _remove_stale_parts(folder: Path) -> None:
@@ -139,9 +171,13 @@ def _remove_stale_parts(folder: Path) -> None:
                 log.info("removed %s, left by an interrupted delta writer", entry)
 
 
-def write_live_pages(index_dir: Path, pages: Sequence[LivePage]) -> int:
+def write_live_pages(
+    index_dir: Path, pages: Sequence[LivePage], *, resolve: Callable[[list[str]], Mapping[str, int]] | None = None
+) -> int:
     """Add live pages to the delta as one new segment; returns how many pages were written (a page already in
-    the delta at the same revision is skipped)."""
+    the delta at the same revision is skipped). ``resolve`` (titles -> page id after redirects, e.g. from the
+    index's store) gives the pages' links and categories their object pages in ``triples``; the pages written
+    together resolve one another's titles."""
     import duckdb
 
     index_dir = Path(index_dir)
@@ -160,7 +196,7 @@ def write_live_pages(index_dir: Path, pages: Sequence[LivePage]) -> int:
         name = f"seg-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{DELTA_SEGMENT_SUFFIX}"
         tmp = folder / f".{name}.part"
         try:
-            _write_segment(tmp, todo)
+            _write_segment(tmp, todo, _resolved(todo, resolve))
             os.chmod(tmp, FILE_MODE)
             os.replace(tmp, folder / name)
         except (duckdb.Error, OSError) as exc:

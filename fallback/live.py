@@ -18,7 +18,7 @@ import difflib
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from wikiground.errors import (
     ApiError,
     CircuitOpenError,
     DeadlineExceededError,
+    FallbackError,
     ForbiddenHostError,
     ResponseTooLargeError,
     RetryExhaustedError,
@@ -94,10 +95,13 @@ class LivePage:
     is_disambiguation: bool = False
     retrieved_for_entity: str | None = None
     attempt: int = 1
+    links: tuple[str, ...] = ()  # article links, for the kg channel (LiveFallback.with_structure)
+    categories: tuple[str, ...] = ()  # visible categories, without "Category:"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["sections"] = [list(s) for s in self.sections]
+        d["links"], d["categories"] = list(self.links), list(self.categories)
         return d
 
 
@@ -217,6 +221,24 @@ class LiveFallback:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def with_structure(self, pages: Sequence[LivePage]) -> list[LivePage]:
+        """``pages`` with their article links and visible categories, from two requests per 50 pages (cached and
+        rate-limited like the rest), for the kg channel's paths. When the API cannot answer, the pages are
+        returned as they are: their text is still evidence."""
+        titles = [p.title for p in pages if p.pageid is not None]
+        if not titles:
+            return list(pages)
+        try:
+            links = self.api.links_of(titles)
+            categories = self.api.categories_of(titles)
+        except FallbackError as exc:
+            log.warning("links and categories of %d live page(s) not fetched: %s", len(titles), exc)
+            return list(pages)
+        return [
+            replace(p, links=tuple(links.get(p.title, ())), categories=tuple(categories.get(p.title, ())))
+            for p in pages
+        ]
 
     # -- the tiers ------------------------------------------------------------------------------
 

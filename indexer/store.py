@@ -216,6 +216,8 @@ def _open_consistent(db: Path, index_dir: Path) -> tuple[Any, str | None]:
 
 # The delta's tables, copied from its segments into one in-memory database (pages ingested live are few).
 _DELTA_TABLES = ("pages", "sections", "passages", "categories", "see_also", "links", "infobox", "table_rows")
+# Tables keyed by another column than page_id; ``triples`` is missing from segments written before it existed.
+_DELTA_KEYED = {"triples": "subject_page_id"}
 
 
 def open_delta(index_dir: Path) -> tuple[Any | None, tuple]:
@@ -251,8 +253,9 @@ def open_delta(index_dir: Path) -> tuple[Any | None, tuple]:
                 best[int(page_id)] = (key, n)
     for n in staged:
         ids = sorted(pid for pid, (_, seg) in best.items() if seg == n)
-        for table in _DELTA_TABLES:
-            sql = f"INSERT INTO {table} SELECT * FROM s{n}.{table} WHERE page_id IN (SELECT unnest(?))"
+        for table in (*_DELTA_TABLES, *_DELTA_KEYED):
+            key = _DELTA_KEYED.get(table, "page_id")
+            sql = f"INSERT INTO {table} SELECT * FROM s{n}.{table} WHERE {key} IN (SELECT unnest(?))"
             con.execute(sql, [ids])
         con.execute(
             f"INSERT INTO sentences SELECT s.* FROM s{n}.sentences s WHERE s.passage_id IN "
@@ -269,6 +272,11 @@ def _stage_segment(con: Any, seg: Path, n: int) -> None:
     con.execute(f"CREATE SCHEMA s{n}")
     for table in (*_DELTA_TABLES, "sentences"):
         con.execute(f"CREATE TABLE s{n}.{table} AS SELECT * FROM seg{n}.{table}")
+    sql = "SELECT table_name FROM duckdb_tables() WHERE database_name = ?"
+    present = {r[0] for r in con.execute(sql, [f"seg{n}"]).fetchall()}
+    for table in _DELTA_KEYED:
+        source = f"seg{n}.{table}" if table in present else f"main.{table} LIMIT 0"  # an older segment: none
+        con.execute(f"CREATE TABLE s{n}.{table} AS SELECT * FROM {source}")
 
 
 def delta_revisions(index_dir: Path) -> set[tuple[int, int | None]]:

@@ -420,11 +420,23 @@ class Retriever:
             stats.update({"requests": live.requests, "cache_hits": live.cache_hits, "attempts": live.attempts})
             stats["live_status"] = live.live_status  # ok, deadline_exceeded or circuit_open
             if self.ingest_live and live.pages and self.index_dir is not None:
-                from fallback.delta import write_live_pages
-
-                stats["ingested"] = write_live_pages(self.index_dir, live.pages)
-                self.store.reload_delta()
+                stats["ingested"] = self._ingest(live.pages)
         return evidence, status, stats
+
+    def _ingest(self, pages: Sequence[Any]) -> int:
+        """Live pages into the index's delta; with the kg channel open, with their links and categories (asked of
+        the API), so that the following searches find paths through them (``origin: live``)."""
+        from fallback.delta import write_live_pages
+
+        if "kg" in self.channels:
+            pages = self.fallback.with_structure(pages)
+
+        def resolve(titles: list[str]) -> dict[str, int]:
+            return {t: r.page_id for t, r in self.store.resolve_titles(titles, loose=False).items()}
+
+        written = write_live_pages(self.index_dir, pages, resolve=resolve)
+        self.store.reload_delta()
+        return written
 
     def search_batch(self, claims: Iterable[str], k: int = 10, **kwargs: Any) -> Iterator[SearchResult]:
         for c in claims:

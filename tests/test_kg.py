@@ -113,7 +113,7 @@ def test_kg_channel_returns_paths_as_evidence(gensim_store):
     items = [e.to_dict() for e in result.evidence]
     kg = [e for e in items if e["source"] == "kg"]
     assert kg, items
-    fact = {"subject": "Aristotle", "relation": "influences", "object": "Plato", "hop": 1}
+    fact = {"subject": "Aristotle", "relation": "influences", "object": "Plato", "hop": 1, "origin": "local"}
     (row,) = [e for e in kg if {k: v for k, v in e["triples"][0].items() if k != "score"} == fact]
     assert row["title"] == "Aristotle" and "kg" in row["ranks"]
     assert row["evidence_text"].startswith("influences:") and "Plato" in row["evidence_text"]
@@ -207,3 +207,50 @@ def test_kg_paths_give_multihop_bridges(bridge_index):
         assert find_bridges(store, parents, ["california"]) == []  # without the kg, an empty text leads nowhere
         result = MultiHopRetriever(r, params=MultiHopParams(final_k=5, hops=2)).search(question)
     assert set(claim["gold_titles"]) <= {e.title for e in result.evidence}
+
+
+def test_live_pages_add_their_links_and_categories_to_kg_paths(tmp_path):
+    """A page fetched live and ingested brings its links and categories (asked of the API) into ``triples``, and
+    the next, offline search finds a path through it, marked ``origin: live``."""
+    from dataclasses import replace
+
+    from fallback.settings import FallbackSettings
+    from indexer.build import build_index
+    from indexer.store import Store
+    from retriever import Retriever
+    from tests.support.fakewiki import FakeWiki, pages_from_vital
+
+    vital = SHARED / "corpora" / "vital_articles_summaries.json"
+    local = {"Plato", "Athens", "Aristotle"}
+    src = tmp_path / "local.jsonl"
+    rows = json.loads(vital.read_text(encoding="utf-8")).values()
+    src.write_text(
+        "".join(json.dumps({"title": r["title"], "text": r["extract"]}) + "\n" for r in rows if r["title"] in local),
+        encoding="utf-8",
+    )
+    index = tmp_path / "index"
+    build_index([src], index, indexes=("kg",), workers=1)
+    (socrates,) = pages_from_vital(vital, titles=["Socrates"]).values()
+    socrates = replace(socrates, see_also=("Plato", "Athens"), categories=("Ancient Greek philosophers",))
+    settings = FallbackSettings(api_url="", contact="tests@example.org", cache_dir=tmp_path / "cache", rate=1000)
+    claim = "Socrates taught Plato in Athens."
+    with FakeWiki([socrates]) as wiki:
+        opts = {"on_the_fly": True, "fallback": settings.with_(api_url=wiki.api_url), "ingest_live": True}
+        with Retriever.open(index, **opts) as r:
+            assert "kg" in r.channels
+            assert r.search(claim, 5).stats["ingested"] == 1
+
+    with Store.open(index) as store:
+        plato = store.resolve_titles(["Plato"])["Plato"].page_id
+        facts = store.rows(
+            "SELECT relation, object_title, object_page_id, source FROM triples WHERE subject_title = ?", ["Socrates"]
+        )
+    assert ("mentions", "Plato", plato, "link") in facts
+    assert ("category", "Ancient Greek philosophers", None, "category") in facts
+
+    with Retriever.open(index, channels="title,kg") as r:  # offline: the delta serves
+        found = r.search(claim, 5).evidence
+    paths = [t for e in found for t in e.extra.get("triples", ())]
+    hop = next(t for t in paths if t["subject"] == "Socrates" and t["object"] == "Plato")
+    assert hop["origin"] == "live" and hop["relation"] == "mentions"
+    assert all(t["origin"] == "local" for t in paths if t["subject"] != "Socrates")
