@@ -808,45 +808,28 @@ class WikiApi:
 
     def categories_of(self, titles: Sequence[str]) -> dict[str, list[str]]:
         """Visible categories (``clshow=!hidden``) of several pages, 50 titles per request, keyed by requested title."""
-        out: dict[str, list[str]] = {}
-        for chunk in _chunks(list(dict.fromkeys(t for t in titles if t and "|" not in t)), TITLES_PER_QUERY):
-            responses = self.call_all(
-                {
-                    "action": "query",
-                    "titles": "|".join(chunk),
-                    "redirects": "1",
-                    "prop": "categories",
-                    "clshow": "!hidden",
-                    "cllimit": "max",
-                }
-            )
-            query = merge_query(r.body for r in responses)
-            by_title = {p.get("title"): p for p in query["pages"]}
-            for requested, (final, _, _) in resolve_titles(chunk, query).items():
-                page = by_title.get(final) or {}
-                out[requested] = [c["title"].split(":", 1)[-1] for c in page.get("categories", [])]
-        return out
+        params = {"prop": "categories", "clshow": "!hidden", "cllimit": "max"}
+        return self._page_lists(titles, params, "categories", lambda c: c["title"].split(":", 1)[-1])
 
     def links_of(self, titles: Sequence[str]) -> dict[str, list[str]]:
         """Article links (namespace 0) of several pages, 50 titles per request with its ``continue`` chain, keyed
         by requested title."""
+        params = {"prop": "links", "plnamespace": "0", "pllimit": "max"}
+        return self._page_lists(titles, params, "links", lambda l: l.get("title") or None)
+
+    def _page_lists(
+        self, titles: Sequence[str], params: Mapping[str, str], prop: str, item: Callable[[dict], str | None]
+    ) -> dict[str, list[str]]:
+        """One list prop of several pages (``item`` of each entry; None leaves it out), 50 titles per request with
+        its ``continue`` chain, keyed by requested title (after normalisation and redirects)."""
         out: dict[str, list[str]] = {}
         for chunk in _chunks(list(dict.fromkeys(t for t in titles if t and "|" not in t)), TITLES_PER_QUERY):
-            responses = self.call_all(
-                {
-                    "action": "query",
-                    "titles": "|".join(chunk),
-                    "redirects": "1",
-                    "prop": "links",
-                    "plnamespace": "0",
-                    "pllimit": "max",
-                }
-            )
+            responses = self.call_all({"action": "query", "titles": "|".join(chunk), "redirects": "1", **params})
             query = merge_query(r.body for r in responses)
             by_title = {p.get("title"): p for p in query["pages"]}
             for requested, (final, _, _) in resolve_titles(chunk, query).items():
                 page = by_title.get(final) or {}
-                out[requested] = [l["title"] for l in page.get("links", []) if l.get("title")]
+                out[requested] = [x for x in map(item, page.get(prop, [])) if x is not None]
         return out
 
     def linked_intros(self, title: str, *, limit: int = EXTRACTS_PER_QUERY) -> dict[str, PageInfo]:

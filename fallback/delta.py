@@ -155,9 +155,10 @@ def _write_segment(path: Path, pages: Sequence[LivePage], resolved: Mapping[str,
 
 def _resolved(pages: Sequence[LivePage], resolve: Callable[[list[str]], Mapping[str, int]] | None) -> dict[str, int]:
     """Page ids of the titles the pages link to or are categorised in: the pages themselves, then ``resolve``."""
-    wanted = [t for p in pages for t in (*p.links, *(f"Category:{c}" for c in p.categories))]
+    wanted = list(dict.fromkeys(t for p in pages for t in (*p.links, *(f"Category:{c}" for c in p.categories))))
     out = dict(resolve(wanted)) if resolve is not None and wanted else {}
-    out.update((p.title, int(p.pageid)) for p in pages if p.pageid is not None and p.title in set(wanted))
+    named = set(wanted)
+    out.update((p.title, int(p.pageid)) for p in pages if p.pageid is not None and p.title in named)
     return out
 
 

@@ -138,11 +138,16 @@ class Runner:
             gen.leave()
             raise
 
-    async def wait(self, gen: Any, fut: Any) -> Any:
+    async def within_timeout(self, fut: Any) -> Any:
+        """The result of the pool's ``fut``, or RequestTimeout past the per-request timeout."""
         try:
             return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), self.state.limits.timeout)
         except TimeoutError:
             raise RequestTimeout(f"the request took longer than {self.state.limits.timeout:g} s") from None
+
+    async def wait(self, gen: Any, fut: Any) -> Any:
+        try:
+            return await self.within_timeout(fut)
         finally:
             if not fut.done() and fut.cancel():
                 gen.leave()  # never started: its job will not leave the generation
@@ -172,9 +177,7 @@ class Runner:
             raise
         fut.add_done_callback(lambda _: gen.leave())  # answered, failed or dropped: the reference ends with it
         try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), self.state.limits.timeout)
-        except TimeoutError:
-            raise RequestTimeout(f"the request took longer than {self.state.limits.timeout:g} s") from None
+            return await self.within_timeout(fut)
         finally:
             fut.cancel()  # only one that has not started: its block drops it
 
