@@ -67,6 +67,7 @@ class Coalescer:
         waiting = _Waiting(claim)
         with self._lock:
             self._queues.setdefault(key, (answer, []))[1].append(waiting)
+            self._lock.notify_all()  # a drain gathering a block counts the new claim
             start = self._draining < self.lanes
             if start:
                 self._draining += 1
