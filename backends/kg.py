@@ -11,13 +11,14 @@ passage stating its last fact, carrying the path and the sentence or infobox row
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from backends.title import MAX_QUERY_CHARS, TitleBackend
-from indexer.store import Store
+from indexer.store import Store, in_keys
 from retriever.entities import STOPWORDS, Mention
 from wikiground.records import Hit
 from wikiground.text import words
@@ -61,8 +62,9 @@ def claim_terms(query: str, skip: Iterable[str] = ()) -> set[str]:
     return {_stem(w) for w in words(query) if w not in STOPWORDS and len(w) > 1} - drop
 
 
-def _terms(text: str) -> set[str]:
-    return {_stem(w) for w in words(text) if w not in STOPWORDS and len(w) > 1}
+@lru_cache(maxsize=8192)  # a claim's facts repeat their sentences and objects; so do the claims of a session
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(_stem(w) for w in words(text) if w not in STOPWORDS and len(w) > 1)
 
 
 def relation_terms(relation: str) -> set[str]:
@@ -73,7 +75,7 @@ def relation_terms(relation: str) -> set[str]:
     return out
 
 
-def _share(found: set[str], of: set[str]) -> float:
+def _share(found: Set[str], of: Set[str]) -> float:
     return len(found & of) / len(of) if of else 0.0
 
 
@@ -119,16 +121,32 @@ class KgPath:
 # one query joining them. Sentences come from `sentence_spans` and `passages` each filtered by the keys (the
 # `sentences` view would read every passage of the store).
 _COLUMNS = "subject_page_id, subject_title, relation, object_title, object_page_id, source, passage_id, sentence_id"
-_HOP1_SQL = f"SELECT {_COLUMNS} FROM triples WHERE subject_page_id IN (SELECT unnest(?))"
-_HOP2_SQL = (
-    f"SELECT {_COLUMNS} FROM triples WHERE subject_page_id IN (SELECT unnest(?)) AND (object_page_id IN "
-    "(SELECT unnest(?)) OR regexp_matches(lower(object_title || ' ' || relation), ?)) LIMIT ?"
-)
-_STATED_SQL = (
-    "SELECT s.passage_id, s.page_sentence_index, substr(p.text, s.start_char + 1, s.end_char - s.start_char) "
-    "FROM sentence_spans s JOIN passages p ON p.passage_id = s.passage_id "
-    "WHERE s.passage_id IN (SELECT unnest(?)) AND p.passage_id IN (SELECT unnest(?))"
-)
+
+
+def _hop1_sql(entity_ids: list[int]) -> tuple[str, list]:
+    subjects, params = in_keys(entity_ids)
+    return f"SELECT {_COLUMNS} FROM triples WHERE subject_page_id IN {subjects}", params
+
+
+def _hop2_sql(mids: list[int], entity_ids: list[int], pattern: str, limit: int) -> tuple[str, list]:
+    subjects, p1 = in_keys(mids)
+    objects, p2 = in_keys(entity_ids)
+    sql = (
+        f"SELECT {_COLUMNS} FROM triples WHERE subject_page_id IN {subjects} AND (object_page_id IN {objects} "
+        "OR regexp_matches(lower(object_title || ' ' || relation), ?)) LIMIT ?"
+    )
+    return sql, [*p1, *p2, pattern, limit]
+
+
+def _spans_sql(passages: list[int]) -> tuple[str, list]:
+    keys, params = in_keys(passages)
+    sql = f"SELECT passage_id, page_sentence_index, start_char, end_char FROM sentence_spans WHERE passage_id IN {keys}"
+    return sql, params
+
+
+def _texts_sql(passages: list[int]) -> tuple[str, list]:
+    keys, params = in_keys(passages)
+    return f"SELECT passage_id, text FROM passages WHERE passage_id IN {keys}", params
 
 
 class KgBackend:
@@ -178,7 +196,7 @@ class KgBackend:
         Hop 2 keeps the facts that reach one of the entities or share a word with the claim."""
         per_entity: dict[int, int] = {}
         first: list[Fact] = []
-        for r in self.store.rows(_HOP1_SQL, [entity_ids]):
+        for r in self.store.rows(*_hop1_sql(entity_ids)):
             n = per_entity[r[0]] = per_entity.get(r[0], 0) + 1
             if n <= MAX_HOP1:
                 first.append(Fact(*r))
@@ -186,14 +204,21 @@ class KgBackend:
         second: list[Fact] = []
         if mids:
             pattern = r"\b(" + "|".join(sorted(re.escape(t) for t in terms)) + ")" if terms else r"^\b$"
-            second = [Fact(*r) for r in self.store.rows(_HOP2_SQL, [mids, entity_ids, pattern, MAX_HOP2])]
+            second = [Fact(*r) for r in self.store.rows(*_hop2_sql(mids, entity_ids, pattern, MAX_HOP2))]
         live = set(self.store.live_fetch_times({f.subject_id for f in (*first, *second)}))
         if live:
             first = [replace(f, origin="live") if f.subject_id in live else f for f in first]
             second = [replace(f, origin="live") if f.subject_id in live else f for f in second]
         passages = sorted({f.passage_id for f in (*first, *second) if f.passage_id is not None})
-        stated = {(p, s): t for p, s, t in self.store.rows(_STATED_SQL, [passages, passages])} if passages else {}
-        return [(1, f) for f in first] + [(2, f) for f in second], stated
+        return [(1, f) for f in first] + [(2, f) for f in second], self._sentences(passages)
+
+    def _sentences(self, passages: list[int]) -> dict[tuple, str]:
+        """(passage_id, page-level sentence id) -> sentence, for the sentences of ``passages``. Two lookups by key:
+        joined in SQL, they took twice as long (the join is planned as a hash join over both scans)."""
+        if not passages:
+            return {}
+        texts = dict(self.store.rows(*_texts_sql(passages)))
+        return {(p, s): texts[p][a:b] for p, s, a, b in self.store.rows(*_spans_sql(passages)) if p in texts}
 
     def _hits(self, paths: Sequence[KgPath], k: int) -> list[Hit]:
         """A path's hits: the passage stating its last fact (with that sentence or infobox row), the page it ends on."""

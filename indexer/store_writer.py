@@ -779,13 +779,10 @@ def fill_triples(con: Any) -> int:
     ``pages``, the object's page after redirects (NULL when it has none), ordered by subject so a lookup by subject
     reads few row groups. A store without links (clean text, given sentences) gets the titles its sentences name
     first (:func:`indexer.triples.text_mention_rows`). Returns the rows added."""
-    from indexer.schema import TRIPLES_INDEXES
-
     if not con.execute("SELECT count(*) FROM links").fetchone()[0]:
         _stage_text_mentions(con)
     added = con.execute(_TRIPLES_SQL).fetchone()[0]
     con.execute("DROP TABLE _triple_raw")
-    con.execute(TRIPLES_INDEXES)
     return int(added)
 
 
