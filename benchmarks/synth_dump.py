@@ -2,10 +2,12 @@
 
 No download: every sentence comes from ``../shared/data`` (HotpotQA 2017 abstracts and the cleaned text of the
 English fixture dumps). The pages have the shape of English Wikipedia articles: a bold-title lead, three
-``== sections ==``, wiki links with anchors, categories, and a redirect for every other article; with
-``passage_words=100`` each article makes about 4 passages of ~100 words. The 10,033 real vital-article leads
-are mixed in, spread evenly through the dump, so FEVER dev claims keep their gold pages. Their sentences are
-kept out of the pool the synthetic articles draw from, so no gold sentence is copied into a distractor.
+``== sections ==``, wiki links with anchors (four a section), categories, and a redirect for every other article;
+with ``passage_words=100`` each article makes about 4 passages of ~100 words. The 10,033 real vital-article leads
+are mixed in, spread evenly through the dump, so FEVER dev claims keep their gold pages; each links the vital
+pages its lead names and has eight categories (facts for the kg channel; its clean text is the lead's). Their
+sentences are kept out of the pool the synthetic articles draw from, so no gold sentence is copied into a
+distractor.
 
 python -m benchmarks.synth_dump --passages 1M --out /work/scratch/scale/synth-1M.xml.bz2
 
@@ -48,6 +50,8 @@ HEADINGS = (
     "Release",
     "Notes",
 )
+VITAL_CATEGORIES = 8  # an article's categories (enwiki: about 10); they add facts, not text, to the gold pages
+LINKS_PER_SECTION = 4  # body links per ~100-word passage, about enwiki's density (templates and navboxes aside)
 CATEGORY_SUFFIXES = ("people", "albums", "films", "villages", "rivers", "novels", "companies", "songs", "buildings")
 _CAPITAL_WORD = re.compile(r"^[A-Z][a-z]{3,11}$")
 _SENTENCE_CUT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"(])")
@@ -165,7 +169,8 @@ def _xml_page(title: str, page_id: int, text: str, *, redirect: str | None = Non
 
 
 def _section(rng: random.Random, pool: Pool, titles: Titles, articles: int) -> str:
-    """~60-95 words of real sentences; one capitalised word becomes a link to another article."""
+    """~60-95 words of real sentences; up to LINKS_PER_SECTION capitalised words become links to other articles
+    (the anchor is the word itself, so the clean text is that of the sentences)."""
     want = rng.randint(*SECTION_WORDS)
     out: list[str] = []
     words = 0
@@ -176,11 +181,42 @@ def _section(rng: random.Random, pool: Pool, titles: Titles, articles: int) -> s
     if words > SECTION_WORDS[1] + 20 and len(out) > 1:
         out.pop()  # stay under the chunk target: one passage per section
     text = " ".join(out)
-    m = re.search(r" ([A-Z][a-z]{3,})\b", text)
-    if m:
-        target = titles(rng.randrange(articles))
-        text = f"{text[: m.start(1)]}[[{target}|{m.group(1)}]]{text[m.end(1) :]}"
-    return text
+    words = list(re.finditer(r" ([A-Z][a-z]{3,})\b", text))
+    picked = sorted(rng.sample(range(len(words)), min(LINKS_PER_SECTION, len(words))))
+    parts, last = [], 0
+    for j in picked:
+        m = words[j]
+        parts.append(f"{text[last : m.start(1)]}[[{titles(rng.randrange(articles))}|{m.group(1)}]]")
+        last = m.end(1)
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def link_titles(text: str, titles: frozenset[str], *, own: str = "", max_words: int = 4) -> str:
+    """``text`` with the first naming of each title of ``titles`` made a link (``[[Title]]``): a vital lead links
+    the other vital pages it names, as its article's text would. The clean text stays the same."""
+    ws = text.split(" ")
+    out: list[str] = []
+    seen = {own}
+    i = 0
+    while i < len(ws):
+        found = None
+        if ws[i][:1].isupper() and i > 0:
+            for n in range(min(max_words, len(ws) - i), 0, -1):
+                name = " ".join(ws[i : i + n])
+                core = name.rstrip(".,;:)")
+                if core in titles and core not in seen:
+                    found = (n, core, name[len(core) :])
+                    break
+        if found is None:
+            out.append(ws[i])
+            i += 1
+            continue
+        n, core, tail = found
+        seen.add(core)
+        out.append(f"[[{core}]]{tail}")
+        i += n
+    return " ".join(out)
 
 
 def _article(i: int, rng: random.Random, pool: Pool, titles: Titles, layout: Layout) -> str:
@@ -189,17 +225,28 @@ def _article(i: int, rng: random.Random, pool: Pool, titles: Titles, layout: Lay
     parts = [f"'''{title}''' {lead[0].lower()}{lead[1:]}" if lead else f"'''{title}'''"]
     for heading in rng.sample(HEADINGS, 3):
         parts.append(f"== {heading} ==\n{_section(rng, pool, titles, layout.articles)}")
-    for _ in range(2):
-        word = pool.words[rng.randrange(len(pool.words))]
-        parts.append(f"[[Category:{word} {rng.choice(CATEGORY_SUFFIXES)}]]")
+    parts.extend(_categories(rng, pool, 2))
     return "\n\n".join(parts)
+
+
+def _categories(rng: random.Random, pool: Pool, n: int) -> list[str]:
+    return [
+        f"[[Category:{pool.words[rng.randrange(len(pool.words))]} {rng.choice(CATEGORY_SUFFIXES)}]]" for _ in range(n)
+    ]
+
+
+def _vital_page(v: int, rng: random.Random, pool: Pool, vital_titles: frozenset[str]) -> str:
+    title, lead = pool.vital[v]
+    text = "\n\n".join([link_titles(lead, vital_titles, own=title), *_categories(rng, pool, VITAL_CATEGORIES)])
+    return _xml_page(title, 1_000_000_000 + v, text)
 
 
 def render_shard(shard: int, pool: Pool, layout: Layout) -> bytes:
     """Articles [shard * SHARD_PAGES, ...) with their redirects and the vital pages of those slots, as one bz2
     stream. Page ids: article i is 2i + 1, its redirect 2i + 2, vital page v is 1e9 + v."""
     rng = random.Random(layout.seed * 1_000_003 + shard)
-    titles = Titles(pool.words, {t for t, _ in pool.vital})
+    vital_titles = frozenset(t for t, _ in pool.vital)
+    titles = Titles(pool.words, set(vital_titles))
     chunks: list[str] = []
     lo = shard * SHARD_PAGES
     for i in range(lo, min(lo + SHARD_PAGES, layout.articles)):
@@ -210,13 +257,11 @@ def render_shard(shard: int, pool: Pool, layout: Layout) -> bytes:
             chunks.append(_xml_page(alias, 2 * i + 2, f"#REDIRECT [[{title}]]", redirect=title))
         if i % layout.vital_every == 0 and i // layout.vital_every < len(pool.vital):
             v = i // layout.vital_every
-            vt, vlead = pool.vital[v]
-            chunks.append(_xml_page(vt, 1_000_000_000 + v, vlead))
+            chunks.append(_vital_page(v, rng, pool, vital_titles))
     if lo + SHARD_PAGES >= layout.articles:  # the last shard carries vital pages the slots did not place
         first = (layout.articles - 1) // layout.vital_every + 1
         for v in range(first, len(pool.vital)):
-            vt, vlead = pool.vital[v]
-            chunks.append(_xml_page(vt, 1_000_000_000 + v, vlead))
+            chunks.append(_vital_page(v, rng, pool, vital_titles))
     return bz2.compress("".join(chunks).encode("utf-8"), 9)
 
 
