@@ -117,9 +117,9 @@ class KgPath:
         )
 
 
-# Three plain lookups by key list, each an index scan: DuckDB plans them in a fraction of the time it takes to plan
-# one query joining them. Sentences come from `sentence_spans` and `passages` each filtered by the keys (the
-# `sentences` view would read every passage of the store).
+# Plain lookups by key list (hop 1, hop 2, then the sentences' spans and their passages' text): DuckDB plans each in
+# a fraction of the time it takes to plan one query joining them. `triples` is ordered by subject, so its row
+# groups' min/max find a page's facts; the `sentences` view would read every passage of the store.
 _COLUMNS = "subject_page_id, subject_title, relation, object_title, object_page_id, source, passage_id, sentence_id"
 
 
@@ -207,8 +207,7 @@ class KgBackend:
             second = [Fact(*r) for r in self.store.rows(*_hop2_sql(mids, entity_ids, pattern, MAX_HOP2))]
         live = set(self.store.live_fetch_times({f.subject_id for f in (*first, *second)}))
         if live:
-            first = [replace(f, origin="live") if f.subject_id in live else f for f in first]
-            second = [replace(f, origin="live") if f.subject_id in live else f for f in second]
+            first, second = _marked_live(first, live), _marked_live(second, live)
         passages = sorted({f.passage_id for f in (*first, *second) if f.passage_id is not None})
         return [(1, f) for f in first] + [(2, f) for f in second], self._sentences(passages)
 
@@ -254,6 +253,11 @@ class KgBackend:
 
     def close(self) -> None:
         pass
+
+
+def _marked_live(facts: list[Fact], live: set[int]) -> list[Fact]:
+    """``facts`` with ``origin: live`` on those stated by a page of the live delta."""
+    return [replace(f, origin="live") if f.subject_id in live else f for f in facts]
 
 
 def rank_paths(

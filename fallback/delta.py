@@ -121,12 +121,13 @@ def _triple_rows(page: LivePage, sentences: list[tuple], resolved: Mapping[str, 
     """``triples`` rows of a live page's links (``mentions``, stated by the first sentence naming the linked
     title, if any) and categories, as a build makes them from a dump's links and categories."""
     out: list[tuple] = []
+    folded = [(pid, n, text.casefold()) for pid, _, n, text, _, _ in sentences]  # once, not once per link
     for title in dict.fromkeys(page.links):
         target = resolved.get(title)
         if target == page.pageid:
             continue  # no page points at itself
         name = strip_disambiguator(title).casefold()
-        where = next(((pid, n) for pid, _, n, text, _, _ in sentences if name and name in text.casefold()), None)
+        where = next(((pid, n) for pid, n, text in folded if name and name in text), None)
         passage_id, sentence_id = where if where else (None, None)
         out.append((page.pageid, page.title, "mentions", title, target, "link", passage_id, sentence_id, page.rev_id))
     for category in dict.fromkeys(page.categories):

@@ -132,7 +132,8 @@ FEW_KEYS = 16
 
 
 def in_keys(ids: Sequence[int]) -> tuple[str, list]:
-    """The operand of ``col IN ...`` for integer keys, and its parameters (none when the keys are inlined)."""
+    """The operand of ``col IN ...`` for integer keys (at least one: callers skip the query for none), and its
+    parameters (none when the keys are inlined)."""
     if len(ids) <= FEW_KEYS:
         return "(" + ", ".join(str(int(i)) for i in ids) + ")", []
     return "(SELECT unnest(?))", [[int(i) for i in ids]]
