@@ -225,7 +225,7 @@ class KgBackend:
             return []
         ends = {p.end_id for p in paths if p.end_id is not None}
         ends.update(p.facts[-1].subject_id for p in paths if p.facts[-1].passage_id is None)
-        leads = self.store.lead_passages(ends)
+        leads = self.store.lead_passage_ids(ends)  # page id -> (lead passage id, title)
         hits: list[Hit] = []
         seen: set[int] = set()
         for path in paths:
@@ -235,10 +235,10 @@ class KgBackend:
                 items = [(last.passage_id, last.subject_id, last.subject, path.stated)]
             else:
                 lead = leads.get(last.subject_id)
-                items = [(lead.passage_id, last.subject_id, last.subject, None)] if lead else []
+                items = [(lead[0], last.subject_id, last.subject, None)] if lead else []
             end = leads.get(path.end_id) if path.end_id is not None else None
             if end is not None:
-                items.append((end.passage_id, end.page_id, end.title, None))
+                items.append((end[0], path.end_id, end[1], None))
             for passage_id, page_id, title, text in items:
                 if passage_id in seen:
                     continue

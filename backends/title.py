@@ -67,13 +67,13 @@ class TitleBackend:
                 continue
             seen.add(pid)
             ordered.append((score, pid, text))
-        leads = self.store.lead_passages([pid for _, pid, _ in ordered])
+        leads = self.store.lead_passage_ids([pid for _, pid, _ in ordered])
         hits: list[Hit] = []
         for score, pid, text in ordered:
-            p = leads.get(pid)
-            if p is None:
+            lead = leads.get(pid)
+            if lead is None:
                 continue
-            hits.append(Hit(p.passage_id, pid, float(score), 0, self.name, title=p.title, matched=text))
+            hits.append(Hit(lead[0], pid, float(score), 0, self.name, title=lead[1], matched=text))
         hits.sort(key=lambda h: -h.score)
         return [
             Hit(h.passage_id, h.page_id, h.score, r, h.channel, h.title, h.matched) for r, h in enumerate(hits[:k], 1)

@@ -220,7 +220,7 @@ def _disk(index: Path) -> dict[str, float]:
             return p.stat().st_size / 2**20
         return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) / 2**20 if p.is_dir() else 0.0
 
-    out = {"store": size(index / "wiki.duckdb")}
+    out = {"store": size(index / "wiki.duckdb") + size(index / "lookups")}  # the store with its mmap'd lookups
     for name in ("bm25", "tfidf", "dense", "kg"):
         if (index / name).is_dir():
             out[name] = size(index / name)

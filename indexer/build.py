@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import backends
+from indexer import lookups
 from indexer.manifest import write_manifest
 from indexer.readers import GroupDecompressor, InputReader, RawPage, XmlChunk, decompress_group, expand_inputs
 from indexer.store_writer import (
@@ -52,6 +53,7 @@ from wikiground.layout import (
     FILE_MODE,
     INDEX_CHOICES,
     INDEX_ENTRIES,
+    LOOKUPS_DIR,
     MANIFEST_FILE,
     PARAMS_FILE,
     STORE_FILE,
@@ -416,6 +418,8 @@ def _ingest(
         bar.close()
     if result["counts"]["pages"] == 0 and result["counts"]["redirects"] == 0:
         raise InputError(f"no pages found in namespace(s) {namespaces}", path=", ".join(str(p) for p in paths))
+    logger.info("writing the lookup tables")
+    result["lookups"] = lookups.build(db_path, db_path.parent / LOOKUPS_DIR, build_info[0] if build_info else None)
     result["readers"] = readers
     return result
 
@@ -670,7 +674,8 @@ def _jsonable(value: Any) -> Any:
 
 # Bytes on disk per passage of each part of the index, and peak RSS of the build: measured by
 # benchmarks/bench_scale.py on enwiki-shaped dumps (benchmarks/RESULTS.md, "Scale").
-DISK_PER_PASSAGE = {"store": 800, "bm25": 950, "tfidf": 1300, "dense": 1600, "kg": 400}
+# The store includes its lookups/ (~41 bytes a passage at 1M passages).
+DISK_PER_PASSAGE = {"store": 850, "bm25": 950, "tfidf": 1300, "dense": 1600, "kg": 400}
 TEMP_DISK_SHARE = 0.5  # spill files, the Lucene merge and the old index beside the new one, over the final size
 RAM_BASE_MB = 1500  # the build process, the JVM and DuckDB before the corpus grows them
 RAM_PER_WORKER_MB = 250

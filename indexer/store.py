@@ -13,12 +13,15 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wikiground.errors import IndexChangedError, IndexCorruptError, IndexMissingError
-from wikiground.layout import MANIFEST_FILE, STORE_FILE, delta_segments
+from wikiground.layout import LOOKUPS_DIR, MANIFEST_FILE, STORE_FILE, delta_segments
 from wikiground.records import Page, Passage
 from wikiground.text import canonical_title, normalize_title
+
+if TYPE_CHECKING:
+    from indexer.lookups import Lookups
 
 __all__ = ["Resolution", "Store", "in_keys"]
 
@@ -65,20 +68,26 @@ GROUP BY r.source_norm
 """
 
 
-def _evidence_sql(sentences: str) -> str:
-    """passages_with_pages in one round trip. The sentence ids are grouped for the wanted passages first: a
-    subquery per row was planned as a join with every sentence of the store. They come from ``sentence_spans``
-    where the store has it: the ``sentences`` view joins the passages again to slice their text, and that join
-    was planned as a scan of every passage (a cost that grows with the corpus)."""
+# A page's lead passage: its first text passage, else its first passage (indexer/title_table.py writes the same).
+_LEAD_SQL = (
+    f"SELECT {_PASSAGE_COLS} FROM passages WHERE page_id IN {{keys}} "
+    "QUALIFY row_number() OVER (PARTITION BY page_id ORDER BY (source <> 'text'), passage_index) = 1"
+)
+
+
+def _evidence_sql(keys: str) -> str:
+    """The evidence rows: passages with their page, by passage id (``keys`` from :func:`in_keys`)."""
     cols = ", ".join(f"s.{c.strip()}" for c in _PASSAGE_COLS.split(","))
     pcols = ", ".join(f"p.{c.strip()}" for c in _PAGE_COLS.split(","))
-    return (
-        f"WITH ids AS (SELECT unnest(?) AS passage_id), "
-        f"sent AS (SELECT passage_id, list(page_sentence_index ORDER BY sentence_index) AS sids FROM {sentences} "
-        f"WHERE passage_id IN (SELECT passage_id FROM ids) GROUP BY passage_id) "
-        f"SELECT {cols}, {pcols}, sent.sids FROM passages s JOIN pages p ON p.page_id = s.page_id "
-        f"LEFT JOIN sent ON sent.passage_id = s.passage_id WHERE s.passage_id IN (SELECT passage_id FROM ids)"
-    )
+    return f"SELECT {cols}, {pcols} FROM passages s JOIN pages p ON p.page_id = s.page_id WHERE s.passage_id IN {keys}"
+
+
+def _sentence_ids_sql(sentences: str, keys: str) -> str:
+    """The page-level sentence ids of passages. Read from ``sentence_spans`` where the store has it (the
+    ``sentences`` view joins every passage to slice its text), as plain rows: grouping them in SQL (``list(...
+    ORDER BY ...)``) cost more than the lookup itself, and one query joining them to the passages was planned as
+    hash joins, 2-3x the two lookups at 1M passages."""
+    return f"SELECT passage_id, sentence_index, page_sentence_index FROM {sentences} WHERE passage_id IN {keys}"
 
 
 def _sentence_table(con: Any) -> str:
@@ -331,6 +340,7 @@ class Store:
         self._delta_listing: tuple = ()
         self._lock = threading.Lock()
         self._sentence_tables: dict[int, str] = {}  # id(connection) -> where its sentence ids are read
+        self._lookups: Lookups | None = None  # the main store's point lookups as mmap'd files, if built
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
@@ -347,6 +357,9 @@ class Store:
         index_dir = db.parent
         con, build_id = _open_consistent(db, index_dir)
         store = cls(con, path=index_dir, build_id=build_id)
+        from indexer.lookups import Lookups  # numpy: imported when an index is opened
+
+        store._lookups = Lookups.open(index_dir / LOOKUPS_DIR, build_id)
         store.reload_delta()
         return store
 
@@ -441,15 +454,27 @@ class Store:
         ids = sorted({int(i) for i in passage_ids})
         if not ids:
             return {}
+        keys, params = in_keys(ids)
         rows: list[tuple] = []
+        spans: dict[int, list[tuple[int, int]]] = {}
         for con in self._cons():
+            cur = con.cursor()
+            rows.extend(cur.execute(_evidence_sql(keys), params).fetchall())
+            known = self._lookups.sentence_ids(ids) if con is self._main and self._lookups is not None else None
+            if known is not None:
+                spans.update({pid: list(enumerate(sids)) for pid, sids in known.items()})
+                continue
             table = self._sentence_tables.get(id(con))
             if table is None:
                 table = self._sentence_tables[id(con)] = _sentence_table(con)
-            rows.extend(con.cursor().execute(_evidence_sql(table), [ids]).fetchall())
+            for pid, idx, sid in cur.execute(_sentence_ids_sql(table, keys), params).fetchall():
+                spans.setdefault(int(pid), []).append((int(idx), int(sid)))
         n = len(_PASSAGE_COLS.split(","))
         m = len(_PAGE_COLS.split(","))
-        return {int(r[0]): (_passage(r[:n]), _page(r[n : n + m]), [int(x) for x in (r[n + m] or [])]) for r in rows}
+        return {
+            int(r[0]): (_passage(r[:n]), _page(r[n : n + m]), [sid for _, sid in sorted(spans.get(int(r[0]), ()))])
+            for r in rows
+        }
 
     def page_passages(self, page_id: int, *, limit: int | None = None) -> list[Passage]:
         sql = f"SELECT {_PASSAGE_COLS} FROM passages WHERE page_id = ? ORDER BY passage_index"
@@ -463,12 +488,25 @@ class Store:
         if not ids:
             return {}
         keys, params = in_keys(ids)
-        rows = self._all(
-            f"SELECT {_PASSAGE_COLS} FROM passages WHERE page_id IN {keys} "
-            "QUALIFY row_number() OVER (PARTITION BY page_id ORDER BY (source <> 'text'), passage_index) = 1",
-            params,
-        )
+        rows = self._all(_LEAD_SQL.format(keys=keys), params)
         return {int(r[1]): _passage(r) for r in rows}
+
+    def lead_passage_ids(self, page_ids: Iterable[int]) -> dict[int, tuple[int, str]]:
+        """page_id -> (id of its lead passage as :meth:`lead_passages` picks it, page title), without reading the
+        passages: from the lookups where the store has them (live pages, in the delta, are looked up in it)."""
+        ids = sorted({int(i) for i in page_ids})
+        if not ids:
+            return {}
+        if self._lookups is None:
+            return {pid: (p.passage_id, p.title) for pid, p in self.lead_passages(ids).items()}
+        out = self._lookups.leads(ids)
+        self.reload_delta()
+        delta = self._delta
+        if delta is not None:  # a page fetched live since the build: its newest revision wins, as in lead_passages
+            keys, params = in_keys(ids)
+            rows = delta.cursor().execute(_LEAD_SQL.format(keys=keys), params).fetchall()
+            out.update({int(r[1]): (int(r[0]), r[4]) for r in rows})
+        return out
 
     def sentences(self, passage_id: int) -> list[tuple[int, int, str]]:
         """(sentence_index, page_sentence_index, text) of a passage."""
@@ -518,6 +556,9 @@ class Store:
         out: dict[str, Resolution] = {}
         for con in self._cons():
             origin = "local" if con is self._main else "live"
+            if con is self._main and self._lookups is not None:
+                self._resolve_from_table(wanted, canon, norm, out)
+                continue
             found: list[dict[str, tuple]] = [{}, {}, {}, {}]  # by kind: exact, redirect, loose title, loose redirect
             for kind, key, *rest in con.cursor().execute(_RESOLVE_SQL, [sorted(set(canon.values())), keys]).fetchall():
                 found[kind][key] = (kind, *rest)
@@ -539,6 +580,30 @@ class Store:
                         is_disambiguation=bool(dab),
                     )
         return out
+
+    def _resolve_from_table(
+        self, wanted: list[str], canon: dict[str, str], norm: dict[str, str], out: dict[str, Resolution]
+    ) -> None:
+        """resolve_titles over the main store's title table: the same answers as ``_RESOLVE_SQL``."""
+        table = self._lookups
+        assert table is not None
+        for t in wanted:
+            if t in out:
+                continue
+            entry, exact = table.exact(canon[t]), True
+            if entry is None and norm.get(t):
+                entry, exact = table.loose(norm[t]), False
+            if entry is not None:
+                out[t] = Resolution(
+                    t,
+                    entry.page_id,
+                    entry.target,
+                    via_redirect=entry.via,
+                    fragment=entry.fragment,
+                    exact=exact,
+                    origin="local",
+                    is_disambiguation=entry.is_disambiguation,
+                )
 
     def known_keys(self, keys: Iterable[str]) -> set[str]:
         """Which normalised keys name a page or a redirect (of any target, even one outside the store)."""

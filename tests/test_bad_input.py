@@ -191,17 +191,22 @@ def test_bad_options(tmp_path):
 def test_failed_build_leaves_existing_index_untouched(tmp_path):
     out = tmp_path / "index"
     build_index([W2V], out, indexes=(), workers=1)
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = _contents(out)
     data = GENSIM_DUMP.read_bytes()
     cut = tmp_path / "cut.xml.bz2"
     cut.write_bytes(data[: len(data) // 3])
     fails([cut], out)
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert _contents(out) == before
     assert leftovers(tmp_path) == []
     # A failing index builder also rolls back (no such backend module here).
     with pytest.raises(ConfigError):
         build_index([W2V], out, indexes=("nope",))
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before and leftovers(tmp_path) == []
+    assert _contents(out) == before and leftovers(tmp_path) == []
+
+
+def _contents(folder):
+    """Every file under ``folder`` (relative path -> bytes)."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def test_cli_reports_one_line_and_exit_code(tmp_path):

@@ -262,3 +262,41 @@ def test_unusable_java_is_a_clear_error(tmp_path, release, message):
         cwd=Path(__file__).resolve().parents[1],
     )
     assert message in out.stdout and str(home) in out.stdout
+
+
+def test_top_k_search_ranks_as_anserini_does(backend, docs):
+    """Lucene's top-k search (the path of every index built with a passage table) gives Anserini's hits: the same
+    passages, pages and ranks, scores rounded to 4 decimals as Anserini rounds them."""
+    assert backend._topk is not None
+    queries = [docs[i][0] for i in range(0, N_PAGES, 7)] + ["history of the city", "the first album of the band"]
+    fast = [backend.search(q, k=20) for q in queries]
+    topk, backend._topk = backend._topk, None
+    try:
+        slow = [backend.search(q, k=20) for q in queries]
+    finally:
+        backend._topk = topk
+    assert sum(len(f) for f in fast) > 100
+    for f, s in zip(fast, slow):
+        assert [(h.passage_id, h.page_id, h.title, h.rank) for h in f] == [
+            (h.passage_id, h.page_id, h.title, h.rank) for h in s
+        ]
+        assert [h.score for h in f] == pytest.approx([h.score for h in s], abs=1e-5)  # Anserini's are float32
+
+
+def test_index_without_passage_table_searched_as_before(tmp_path, built, docs):
+    """An index built before bm25/ held the passage table is searched with Anserini's searcher."""
+    import shutil
+
+    from backends import bm25
+    from backends.passage_table import FILES
+
+    folder = tmp_path / "bm25"
+    shutil.copytree(built[0], folder)
+    for name in FILES:
+        (folder / name).unlink()
+    with bm25.load(folder) as old, bm25.load(built[0]) as new:
+        assert old._topk is None
+        for i in (3, 30, 90):
+            a, b = old.search(docs[i][0], k=5), new.search(docs[i][0], k=5)
+            assert a and [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+            assert a[0].page_id == b[0].page_id and a[0].title == b[0].title

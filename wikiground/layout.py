@@ -5,6 +5,7 @@ An index folder::
 
     DIR/manifest.json        what was built, from which inputs (written last)
     DIR/wiki.duckdb          the store: pages, passages, sections, links, ...
+    DIR/lookups/             the store's point lookups as mmap'd arrays (titles to pages, lead passages, ...)
     DIR/bm25/ dense/ tfidf/  one folder per built channel, each with its params.json (written last)
     DIR/delta/*.duckdb       pages ingested from the live API (``--ingest-live``): immutable segments,
                              each written under a temp name and renamed; the newest revision of a page wins
@@ -31,11 +32,22 @@ MANIFEST_FILE = "manifest.json"
 STORE_FILE = "wiki.duckdb"
 PARAMS_FILE = "params.json"
 DELTA_DIR = "delta"
+LOOKUPS_DIR = "lookups"  # point lookups of the store as mmap'd files (indexer/lookups.py)
 DELTA_LOCK_FILE = ".lock"  # inside delta/: delta writers hold it shared, a build carrying delta/ over exclusively
 DELTA_SEGMENT_SUFFIX = ".duckdb"
 # Every name a built index folder may hold at its top level: a build replaces only a folder holding no other.
 INDEX_ENTRIES = frozenset(
-    {MANIFEST_FILE, STORE_FILE, f"{STORE_FILE}.wal", f"{STORE_FILE}.tmp", "bm25", "dense", "tfidf", DELTA_DIR}
+    {
+        MANIFEST_FILE,
+        STORE_FILE,
+        f"{STORE_FILE}.wal",
+        f"{STORE_FILE}.tmp",
+        "bm25",
+        "dense",
+        "tfidf",
+        DELTA_DIR,
+        LOOKUPS_DIR,
+    }
 )
 # Passage ids of live pages (the delta) start here, far above the main store's dense 0..N-1 ids;
 # a live page's passages are numbered LIVE_PASSAGE_ID_BASE + page_id * LIVE_PASSAGES_PER_PAGE + index.

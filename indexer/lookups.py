@@ -1,0 +1,360 @@
+"""Point lookups of the store as plain files beside it, loaded with mmap: a title to its page in microseconds.
+
+Resolving a claim's candidate titles (a dozen n-grams) in DuckDB costs 12-14 ms, whatever the store's size: four
+key lookups of a few milliseconds each (exact title, redirect, and the normalised key of each). The answers do
+not change after the build, so the build writes them out once, one entry per key, and a lookup is a hash and a
+binary search over a memory-mapped array. The SQL path (``indexer.store._RESOLVE_SQL``) stays the reference:
+the live delta and stores built without these files are resolved by it, with the same answers.
+
+Two key spaces, each a set of files ``{space}.*`` in ``DIR/titles/``:
+
+- ``exact``: a title as written (``canonical_title``) -> the page of that title, else the redirect of that name;
+- ``loose``: a normalised key (``normalize_title``) -> the shortest title of that key (then the lowest page id),
+  else the redirect of that key with the first source title.
+
+Files of a space: ``hash.npy`` (uint64, sorted; blake2b-8 of the key's UTF-8), ``row.npy`` (the entry each hash
+belongs to), ``page_id.npy`` (int64), ``flags.npy`` (uint8: 1 redirect, 2 disambiguation page),
+``offsets.npy`` (int64, entries + 1) and ``records.bin`` (UTF-8 ``key \\0 target \\0 via \\0 fragment``; an
+absent value is ``\\1``). Beside them, each page's lead passage (its first text passage, as
+``Store.lead_passages`` picks it) and the page's title: ``lead.page_id.npy`` (sorted), ``lead.passage_id.npy``,
+``lead.titles.bin`` and ``lead.title_offsets.npy``; and each passage's
+page-level sentence ids, which are consecutive: ``sentences.first.npy`` and ``sentences.count.npy`` (int32, by
+passage id; written only when every passage's ids are consecutive). ``params.json`` names the build: files of
+another build are not used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wikiground.layout import PARAMS_FILE, atomic_path, atomic_write_json
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+SPACES = ("exact", "loose")
+REDIRECT, DISAMBIGUATION = 1, 2
+NONE = "\x01"
+BATCH_ROWS = 100_000
+
+# One row per key. The exact space prefers the page of that title (kind 0) to a redirect of that name (kind 1),
+# the loose space the shortest title of that key (kind 2) to a redirect (kind 3), each as ``_RESOLVE_SQL`` does.
+_EXACT_SQL = """
+SELECT key, kind, via, target, frag, pid, dab FROM (
+  SELECT title AS key, 0 AS kind, NULL::VARCHAR AS via, title AS target, NULL::VARCHAR AS frag, page_id AS pid,
+         is_disambiguation AS dab, 0::DOUBLE AS o1, ''::VARCHAR AS o2 FROM pages
+  UNION ALL
+  SELECT r.source_title, 1, r.source_title, r.target_title, r.target_fragment, p.page_id, p.is_disambiguation, 0, ''
+  FROM redirects r JOIN pages p ON p.title = r.target_title
+) QUALIFY row_number() OVER (PARTITION BY key ORDER BY kind, o1, o2, pid) = 1
+"""
+_LOOSE_SQL = """
+SELECT key, kind, via, target, frag, pid, dab FROM (
+  SELECT title_norm AS key, 2 AS kind, NULL::VARCHAR AS via, title AS target, NULL::VARCHAR AS frag,
+         page_id AS pid, is_disambiguation AS dab, length(title) * 1e12 + page_id AS o1, ''::VARCHAR AS o2
+  FROM pages WHERE title_norm <> ''
+  UNION ALL
+  SELECT r.source_norm, 3, r.source_title, r.target_title, r.target_fragment, p.page_id, p.is_disambiguation,
+         0, r.source_title
+  FROM redirects r JOIN pages p ON p.title = r.target_title WHERE r.source_norm <> ''
+) QUALIFY row_number() OVER (PARTITION BY key ORDER BY kind, o1, o2, pid) = 1
+"""
+_SQL = {"exact": _EXACT_SQL, "loose": _LOOSE_SQL}
+
+
+def key_hash(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What a key resolves to: the page (``target``, ``page_id``), through the redirect ``via`` when not None."""
+
+    page_id: int
+    target: str
+    via: str | None
+    fragment: str | None
+    is_disambiguation: bool
+
+
+# -- writing ------------------------------------------------------------------------------------------------------
+
+
+def build(db_path: Path, folder: Path, build_id: str | None) -> dict[str, int]:
+    """Write the title table of the finished store at ``db_path`` into ``folder``; returns its key counts."""
+    import duckdb
+
+    from indexer.store_writer import _sql_string
+
+    con = duckdb.connect(":memory:")
+    try:
+        # The window over every title and redirect may spill (whole enwiki: ~17M keys): beside the store.
+        con.execute(f"SET temp_directory = {_sql_string(str(db_path) + '.tmp')}")
+        con.execute(f"ATTACH {_sql_string(str(db_path))} AS store (READ_ONLY)")
+        con.execute("USE store")
+        return write(con, folder, build_id)
+    finally:
+        con.close()
+
+
+def write(con: Any, folder: Path, build_id: str | None) -> dict[str, int]:
+    """Write the title table of the store ``con`` (a DuckDB connection) into ``folder``; returns its key counts.
+
+    Streams the rows: in memory are only the hashes and the fixed-size columns (17 bytes a key)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for space in SPACES:
+        counts[space] = _write_space(con, folder, space)
+    counts["lead"] = _write_leads(con, folder)
+    counts["sentences"] = _write_sentence_ranges(con, folder)
+    atomic_write_json(
+        folder / PARAMS_FILE,
+        {"kind": "titles", "format_version": FORMAT_VERSION, "build_id": build_id, "keys": counts},
+        sort_keys=True,
+    )
+    return counts
+
+
+def _write_space(con: Any, folder: Path, space: str) -> int:
+    hashes: list[np.ndarray] = []
+    page_ids: list[np.ndarray] = []
+    flags: list[np.ndarray] = []
+    offsets = [np.zeros(1, dtype=np.int64)]
+    end = 0
+    cur = con.execute(_SQL[space])  # on ``con`` itself: a cursor would not inherit its USE
+    with atomic_path(folder / f"{space}.records.bin") as tmp, open(tmp, "wb") as out:
+        while rows := cur.fetchmany(BATCH_ROWS):
+            blobs = [
+                "\0".join((key, target, NONE if via is None else via, NONE if frag is None else frag)).encode("utf-8")
+                for key, _, via, target, frag, _, _ in rows
+            ]
+            hashes.append(np.fromiter((key_hash(r[0]) for r in rows), dtype=np.uint64, count=len(rows)))
+            page_ids.append(np.fromiter((r[5] for r in rows), dtype=np.int64, count=len(rows)))
+            flags.append(
+                np.fromiter(
+                    ((REDIRECT if r[1] in (1, 3) else 0) | (DISAMBIGUATION if r[6] else 0) for r in rows),
+                    dtype=np.uint8,
+                    count=len(rows),
+                )
+            )
+            lengths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
+            offsets.append(end + np.cumsum(lengths))
+            end += int(lengths.sum())
+            out.write(b"".join(blobs))
+    h = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
+    order = np.argsort(h, kind="stable")
+    _save(folder / f"{space}.hash.npy", h[order])
+    _save(folder / f"{space}.row.npy", order.astype(np.uint32 if len(h) < 2**32 else np.int64))
+    _save(folder / f"{space}.page_id.npy", np.concatenate(page_ids) if page_ids else np.zeros(0, dtype=np.int64))
+    _save(folder / f"{space}.flags.npy", np.concatenate(flags) if flags else np.zeros(0, dtype=np.uint8))
+    _save(folder / f"{space}.offsets.npy", np.concatenate(offsets))
+    return len(h)
+
+
+def _write_leads(con: Any, folder: Path) -> int:
+    """page_id -> its lead passage (the first text passage, else the first passage, as ``Store.lead_passages``
+    picks it) and the page's title, streamed."""
+    cur = con.execute(
+        "SELECT l.page_id, l.lead, p.title FROM (SELECT page_id, "
+        "arg_min(passage_id, (source <> 'text')::BIGINT * 4294967296 + passage_index) AS lead "
+        "FROM passages GROUP BY page_id) l JOIN pages p ON p.page_id = l.page_id ORDER BY l.page_id"
+    )
+    pages: list[np.ndarray] = []
+    leads: list[np.ndarray] = []
+    offsets = [np.zeros(1, dtype=np.int64)]
+    end = 0
+    with atomic_path(folder / "lead.titles.bin") as tmp, open(tmp, "wb") as out:
+        while rows := cur.fetchmany(BATCH_ROWS):
+            titles = [r[2].encode("utf-8") for r in rows]
+            pages.append(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
+            leads.append(np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)))
+            lengths = np.fromiter((len(t) for t in titles), dtype=np.int64, count=len(titles))
+            offsets.append(end + np.cumsum(lengths))
+            end += int(lengths.sum())
+            out.write(b"".join(titles))
+    _save(folder / "lead.page_id.npy", np.concatenate(pages) if pages else np.zeros(0, dtype=np.int64))
+    _save(folder / "lead.passage_id.npy", np.concatenate(leads) if leads else np.zeros(0, dtype=np.int64))
+    _save(folder / "lead.title_offsets.npy", np.concatenate(offsets))
+    return sum(len(p) for p in pages)
+
+
+def _write_sentence_ranges(con: Any, folder: Path) -> int:
+    """Per passage id, the page-level id of its first sentence and its number of sentences; 0 (nothing written)
+    when some passage's ids are not consecutive in sentence order (then the store is asked)."""
+    n = con.execute("SELECT coalesce(max(passage_id) + 1, 0) FROM passages").fetchone()[0]
+    got = con.execute(
+        "SELECT passage_id, min(page_sentence_index) AS first, count(*) AS n, "
+        "min(page_sentence_index - sentence_index) = max(page_sentence_index - sentence_index) "
+        "AND min(sentence_index) = 0 AND max(sentence_index) = count(*) - 1 AS consecutive "
+        "FROM sentence_spans GROUP BY passage_id"
+    ).fetchnumpy()
+    if len(got["passage_id"]) and not bool(np.all(got["consecutive"])):
+        return 0
+    first = np.full(n, -1, dtype=np.int32)
+    count = np.zeros(n, dtype=np.int32)
+    at = np.asarray(got["passage_id"], dtype=np.int64)
+    first[at] = got["first"]
+    count[at] = got["n"]
+    _save(folder / "sentences.first.npy", first)
+    _save(folder / "sentences.count.npy", count)
+    return n
+
+
+def _save(path: Path, array: np.ndarray) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, array, allow_pickle=False)
+
+
+# -- reading ------------------------------------------------------------------------------------------------------
+
+
+class Lookups:
+    """The two key spaces of a title table, memory-mapped. Thread-safe (reads only)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self._spaces = {space: _Space(folder, space) for space in SPACES}
+        self._lead_pages = np.load(folder / "lead.page_id.npy", mmap_mode="r", allow_pickle=False)
+        self._lead_passages = np.load(folder / "lead.passage_id.npy", mmap_mode="r", allow_pickle=False)
+        self._lead_offsets = np.load(folder / "lead.title_offsets.npy", mmap_mode="r", allow_pickle=False)
+        self._lead_titles = _bytes(folder / "lead.titles.bin")
+        if not (len(self._lead_pages) == len(self._lead_passages) == len(self._lead_offsets) - 1):
+            raise ValueError("lead: arrays of different lengths")
+        if int(self._lead_offsets[-1]) != len(self._lead_titles):
+            raise ValueError("lead: titles.bin does not end where its offsets do")
+        self._first: np.ndarray | None = None
+        self._count: np.ndarray | None = None
+        if (folder / "sentences.first.npy").is_file():
+            self._first = np.load(folder / "sentences.first.npy", mmap_mode="r", allow_pickle=False)
+            self._count = np.load(folder / "sentences.count.npy", mmap_mode="r", allow_pickle=False)
+            if len(self._first) != len(self._count):
+                raise ValueError("sentences: arrays of different lengths")
+
+    @classmethod
+    def open(cls, folder: Path, build_id: str | None) -> Lookups | None:
+        """The table in ``folder`` if it was written for the store of ``build_id`` and is whole, else None (the
+        store then resolves titles in SQL)."""
+        try:
+            params = json.loads((folder / PARAMS_FILE).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            logger.warning("%s: unreadable (%s); titles are resolved in the store", folder / PARAMS_FILE, exc)
+            return None
+        if params.get("format_version") != FORMAT_VERSION or params.get("build_id") != build_id:
+            logger.warning(
+                "%s: written for build %s (format %s), not the store's %s; titles are resolved in the store",
+                folder,
+                params.get("build_id"),
+                params.get("format_version"),
+                build_id,
+            )
+            return None
+        try:
+            table = cls(folder)
+        except (OSError, ValueError) as exc:
+            logger.warning("%s: cannot be read (%s); titles are resolved in the store", folder, exc)
+            return None
+        keys = params.get("keys", {})
+        ranges = 0 if table._first is None else len(table._first)
+        lengths = {**{s: len(table._spaces[s]) for s in SPACES}, "lead": len(table._lead_pages), "sentences": ranges}
+        if any(lengths[name] != keys.get(name) for name in lengths):
+            logger.warning(
+                "%s: incomplete (key counts differ from params.json); titles are resolved in the store", folder
+            )
+            return None
+        return table
+
+    def exact(self, key: str) -> Entry | None:
+        return self._spaces["exact"].get(key)
+
+    def loose(self, key: str) -> Entry | None:
+        return self._spaces["loose"].get(key)
+
+    def sentence_ids(self, passage_ids: list[int]) -> dict[int, list[int]] | None:
+        """passage_id -> its page-level sentence ids, in order, for the passages of the store; None when the table
+        has none of these (a store whose ids are not all consecutive)."""
+        if self._first is None or self._count is None:
+            return None
+        n = len(self._first)
+        out = {}
+        for pid in passage_ids:
+            if 0 <= pid < n:
+                first, count = int(self._first[pid]), int(self._count[pid])
+                out[pid] = list(range(first, first + count))
+        return out
+
+    def leads(self, page_ids: list[int]) -> dict[int, tuple[int, str]]:
+        """page_id -> (lead passage id, page title), for the pages that have passages."""
+        if not page_ids or not len(self._lead_pages):
+            return {}
+        wanted = np.asarray(page_ids, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self._lead_pages, wanted), len(self._lead_pages) - 1)
+        out = {}
+        for pid, i in zip(wanted.tolist(), at.tolist(), strict=True):
+            if int(self._lead_pages[i]) == pid:
+                a, b = int(self._lead_offsets[i]), int(self._lead_offsets[i + 1])
+                out[pid] = (int(self._lead_passages[i]), bytes(self._lead_titles[a:b]).decode("utf-8"))
+        return out
+
+
+class _Space:
+    def __init__(self, folder: Path, space: str):
+        def load(name: str) -> np.ndarray:
+            return np.load(folder / f"{space}.{name}.npy", mmap_mode="r", allow_pickle=False)
+
+        self.hash = load("hash")
+        self.row = load("row")
+        self.page_id = load("page_id")
+        self.flags = load("flags")
+        self.offsets = load("offsets")
+        path = folder / f"{space}.records.bin"
+        size = path.stat().st_size
+        self.records = _bytes(path)
+        n = len(self.hash)
+        if not (len(self.row) == len(self.page_id) == len(self.flags) == n and len(self.offsets) == n + 1):
+            raise ValueError(f"{space}: arrays of different lengths")
+        if int(self.offsets[-1]) != size:
+            raise ValueError(f"{space}: records.bin is {size} bytes, the offsets end at {int(self.offsets[-1])}")
+
+    def __len__(self) -> int:
+        return len(self.hash)
+
+    def get(self, key: str) -> Entry | None:
+        h = np.uint64(key_hash(key))
+        i = int(np.searchsorted(self.hash, h))
+        while i < len(self.hash) and self.hash[i] == h:  # another key of the same hash: compare the keys
+            row = int(self.row[i])
+            fields = bytes(self.records[self.offsets[row] : self.offsets[row + 1]]).decode("utf-8").split("\0")
+            if fields[0] == key:
+                flags = int(self.flags[row])
+                _, target, via, frag = fields
+                return Entry(
+                    page_id=int(self.page_id[row]),
+                    target=target,
+                    via=None if via == NONE else via,
+                    fragment=None if frag == NONE else frag,
+                    is_disambiguation=bool(flags & DISAMBIGUATION),
+                )
+            i += 1
+        return None
+
+
+def _bytes(path: Path) -> np.ndarray:
+    """A file's bytes, memory-mapped (numpy cannot map an empty file)."""
+    return np.memmap(path, dtype=np.uint8, mode="r") if path.stat().st_size else np.zeros(0, dtype=np.uint8)
+
+
+def iter_keys(table: Lookups, space: str) -> Iterator[str]:
+    """Every key of a space (tests and checks)."""
+    s = table._spaces[space]
+    for row in range(len(s)):
+        yield bytes(s.records[s.offsets[row] : s.offsets[row + 1]]).decode("utf-8").split("\0", 1)[0]
