@@ -218,9 +218,12 @@ class BM25Backend:
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         """Top ``k`` passages for ``query``; [] for a blank query. Lucene syntax is not parsed."""
-        searcher = self._open_searcher()
+        self._open_searcher()
         k = _check_k(k)
-        text = prepare_query(query)
+        return self._search(prepare_query(query), k)
+
+    def _search(self, text: str, k: int) -> list[Hit]:
+        searcher = self._open_searcher()
         while text:
             try:
                 with self._lock:
@@ -251,7 +254,7 @@ class BM25Backend:
         if self._topk is not None:
             # One query after another: Lucene's top-k search on one core took less than Anserini's exhaustive one
             # on two (at 1M passages), and Java may be called from one Python thread at a time (see __init__).
-            return [self.search(q, k) if text else [] for q, text in zip(queries, texts)]
+            return [self._search(text, k) if text else [] for text in texts]
         jqueries, jqids = self._array_list(), self._array_list()
         for i in todo:
             jqueries.add(texts[i])

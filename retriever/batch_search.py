@@ -81,6 +81,7 @@ class _BlockStore:
         self._memos = {
             "resolve_titles": _Memo(store.resolve_titles, str),
             "lead_passages": _Memo(store.lead_passages, int),
+            "lead_passage_ids": _Memo(store.lead_passage_ids, int),
             "passages_with_pages": _Memo(store.passages_with_pages, int),
             "live_fetch_times": _Memo(store.live_fetch_times, int),
         }
@@ -105,6 +106,9 @@ class _BlockStore:
 
     def lead_passages(self, page_ids: Iterable[int]) -> dict[int, Any]:
         return self._lookup("lead_passages", page_ids)
+
+    def lead_passage_ids(self, page_ids: Iterable[int]) -> dict[int, Any]:
+        return self._lookup("lead_passage_ids", page_ids)
 
     def passages_with_pages(self, passage_ids: Iterable[int]) -> dict[int, Any]:
         return self._lookup("passages_with_pages", passage_ids)

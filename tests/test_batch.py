@@ -317,7 +317,7 @@ def test_a_block_searches_each_channel_once_and_asks_the_store_once(gensim_index
 
         monkeypatch.setattr(cls, name, counted)
 
-    for name in ("resolve_titles", "lead_passages", "passages_with_pages"):
+    for name in ("resolve_titles", "lead_passage_ids", "passages_with_pages"):
         count(Store, name, name)
     for cls in (BM25Backend, TfidfBackend):
         count(cls, "search", f"{cls.name}.search")
@@ -332,7 +332,7 @@ def test_a_block_searches_each_channel_once_and_asks_the_store_once(gensim_index
     assert many == one
     assert dict(calls) == {
         "resolve_titles": 1,
-        "lead_passages": 1,
+        "lead_passage_ids": 1,
         "passages_with_pages": 1,
         "bm25.search_batch": 1,
         "tfidf.search_batch": 1,
