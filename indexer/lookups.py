@@ -6,21 +6,21 @@ not change after the build, so the build writes them out once, one entry per key
 binary search over a memory-mapped array. The SQL path (``indexer.store._RESOLVE_SQL``) stays the reference:
 the live delta and stores built without these files are resolved by it, with the same answers.
 
-Two key spaces, each a set of files ``{space}.*`` in ``DIR/titles/``:
+Files in ``DIR/lookups/``:
 
-- ``exact``: a title as written (``canonical_title``) -> the page of that title, else the redirect of that name;
-- ``loose``: a normalised key (``normalize_title``) -> the shortest title of that key (then the lowest page id),
-  else the redirect of that key with the first source title.
+- two key spaces, each a set of files ``{space}.*``:
+  - ``exact``: a title as written (``canonical_title``) -> the page of that title, else the redirect of that name;
+  - ``loose``: a normalised key (``normalize_title``) -> the shortest title of that key (then the lowest page
+    id), else the redirect of that key with the first source title.
 
-Files of a space: ``hash.npy`` (uint64, sorted; blake2b-8 of the key's UTF-8), ``row.npy`` (the entry each hash
-belongs to), ``page_id.npy`` (int64), ``flags.npy`` (uint8: 1 redirect, 2 disambiguation page),
-``offsets.npy`` (int64, entries + 1) and ``records.bin`` (UTF-8 ``key \\0 target \\0 via \\0 fragment``; an
-absent value is ``\\1``). Beside them, each page's lead passage (its first text passage, as
-``Store.lead_passages`` picks it) and the page's title: ``lead.page_id.npy`` (sorted), ``lead.passage_id.npy``,
-``lead.titles.bin`` and ``lead.title_offsets.npy``; and each passage's
-page-level sentence ids, which are consecutive: ``sentences.first.npy`` and ``sentences.count.npy`` (int32, by
-passage id; written only when every passage's ids are consecutive). ``params.json`` names the build: files of
-another build are not used.
+  A space's files: ``hash.npy`` (uint64, sorted; blake2b-8 of the key's UTF-8), ``row.npy`` (the entry each hash
+  belongs to), ``page_id.npy`` (int64), ``flags.npy`` (uint8: 1 redirect, 2 disambiguation page), ``offsets.npy``
+  (int64, entries + 1) and ``records.bin`` (UTF-8 ``key \\0 target \\0 via \\0 fragment``; absent is ``\\1``);
+- each page's lead passage (its first text passage, as ``Store.lead_passages`` picks it) and title:
+  ``lead.page_id.npy`` (sorted), ``lead.passage_id.npy``, ``lead.titles.bin``, ``lead.title_offsets.npy``;
+- each passage's page-level sentence ids, which are consecutive: ``sentences.first.npy`` and
+  ``sentences.count.npy`` (int32, by passage id; written only when every passage's ids are consecutive);
+- ``params.json``, naming the build: files of another build are not used.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class Entry:
 
 
 def build(db_path: Path, folder: Path, build_id: str | None) -> dict[str, int]:
-    """Write the title table of the finished store at ``db_path`` into ``folder``; returns its key counts."""
+    """Write the lookups of the finished store at ``db_path`` into ``folder``; returns their entry counts."""
     import duckdb
 
     from indexer.store_writer import _sql_string
@@ -106,9 +106,10 @@ def build(db_path: Path, folder: Path, build_id: str | None) -> dict[str, int]:
 
 
 def write(con: Any, folder: Path, build_id: str | None) -> dict[str, int]:
-    """Write the title table of the store ``con`` (a DuckDB connection) into ``folder``; returns its key counts.
+    """Write the lookups of the store ``con`` (a DuckDB connection) into ``folder``; returns their entry counts.
 
-    Streams the rows: in memory are only the hashes and the fixed-size columns (17 bytes a key)."""
+    Streams the rows: in memory are only the title keys' hashes and fixed-size columns (17 bytes a key) and the
+    lead passages' ids (16 bytes a page)."""
     folder.mkdir(parents=True, exist_ok=True)
     counts = {}
     for space in SPACES:
@@ -117,7 +118,7 @@ def write(con: Any, folder: Path, build_id: str | None) -> dict[str, int]:
     counts["sentences"] = _write_sentence_ranges(con, folder)
     atomic_write_json(
         folder / PARAMS_FILE,
-        {"kind": "titles", "format_version": FORMAT_VERSION, "build_id": build_id, "keys": counts},
+        {"kind": "lookups", "format_version": FORMAT_VERSION, "build_id": build_id, "keys": counts},
         sort_keys=True,
     )
     return counts
@@ -187,25 +188,41 @@ def _write_leads(con: Any, folder: Path) -> int:
 
 
 def _write_sentence_ranges(con: Any, folder: Path) -> int:
-    """Per passage id, the page-level id of its first sentence and its number of sentences; 0 (nothing written)
-    when some passage's ids are not consecutive in sentence order (then the store is asked)."""
-    n = con.execute("SELECT coalesce(max(passage_id) + 1, 0) FROM passages").fetchone()[0]
-    got = con.execute(
-        "SELECT passage_id, min(page_sentence_index) AS first, count(*) AS n, "
+    """Per passage id, the page-level id of its first sentence and its number of sentences, written through memory
+    maps as DuckDB's groups arrive (8 bytes a passage on disk, a batch in memory); 0 and no files when some
+    passage's ids are not consecutive in sentence order (the store is asked then)."""
+    n = con.execute("SELECT coalesce(max(passage_id) + 1, 0) FROM passages").fetchall()[0][0]
+    reader = con.sql(
+        "SELECT passage_id, min(page_sentence_index) AS first, count(*)::INTEGER AS n, "
         "min(page_sentence_index - sentence_index) = max(page_sentence_index - sentence_index) "
         "AND min(sentence_index) = 0 AND max(sentence_index) = count(*) - 1 AS consecutive "
         "FROM sentence_spans GROUP BY passage_id"
-    ).fetchnumpy()
-    if len(got["passage_id"]) and not bool(np.all(got["consecutive"])):
+    ).to_arrow_reader(BATCH_ROWS)
+    try:
+        with (
+            atomic_path(folder / "sentences.first.npy") as first_path,
+            atomic_path(folder / "sentences.count.npy") as count_path,
+        ):
+            first = np.lib.format.open_memmap(first_path, mode="w+", dtype=np.int32, shape=(n,))
+            count = np.lib.format.open_memmap(count_path, mode="w+", dtype=np.int32, shape=(n,))
+            first[:] = -1  # a passage without sentences (count stays 0)
+            for batch in reader:
+                cols = {name: batch.column(name).to_numpy(zero_copy_only=False) for name in batch.schema.names}
+                if not cols["consecutive"].all():
+                    raise _NotConsecutive
+                at = cols["passage_id"].astype(np.int64)
+                first[at] = cols["first"]
+                count[at] = cols["n"]
+            first.flush()
+            count.flush()
+            del first, count
+    except _NotConsecutive:
         return 0
-    first = np.full(n, -1, dtype=np.int32)
-    count = np.zeros(n, dtype=np.int32)
-    at = np.asarray(got["passage_id"], dtype=np.int64)
-    first[at] = got["first"]
-    count[at] = got["n"]
-    _save(folder / "sentences.first.npy", first)
-    _save(folder / "sentences.count.npy", count)
     return n
+
+
+class _NotConsecutive(Exception):
+    """Some passage's sentence ids are not consecutive: no ranges are written."""
 
 
 def _save(path: Path, array: np.ndarray) -> None:
@@ -217,7 +234,7 @@ def _save(path: Path, array: np.ndarray) -> None:
 
 
 class Lookups:
-    """The two key spaces of a title table, memory-mapped. Thread-safe (reads only)."""
+    """The lookups of a store (titles, lead passages, sentence ids), memory-mapped. Thread-safe (reads only)."""
 
     def __init__(self, folder: Path):
         self.folder = folder

@@ -584,7 +584,7 @@ class Store:
     def _resolve_from_table(
         self, wanted: list[str], canon: dict[str, str], norm: dict[str, str], out: dict[str, Resolution]
     ) -> None:
-        """resolve_titles over the main store's title table: the same answers as ``_RESOLVE_SQL``."""
+        """resolve_titles over the main store's lookups: the same answers as ``_RESOLVE_SQL``."""
         table = self._lookups
         assert table is not None
         for t in wanted:

@@ -122,3 +122,31 @@ def test_store_without_lookups_answers_from_sql(gensim_store, tmp_path):
         assert plain.resolve_titles(keys) == fast.resolve_titles(keys)
         pages = [r[0] for r in plain.rows("SELECT page_id FROM pages LIMIT 50")]
         assert plain.lead_passage_ids(pages) == fast.lead_passage_ids(pages)
+
+
+def test_sentence_ids_not_consecutive_are_read_from_the_store(gensim_store, tmp_path):
+    import duckdb
+
+    out = _copy(gensim_store, tmp_path)
+    con = duckdb.connect(str(out / "wiki.duckdb"))
+    try:
+        (pid,) = con.execute(
+            "SELECT passage_id FROM sentence_spans GROUP BY passage_id HAVING count(*) > 2 ORDER BY passage_id LIMIT 1"
+        ).fetchall()[0]
+        con.execute(
+            "UPDATE sentence_spans SET page_sentence_index = page_sentence_index * 3 WHERE passage_id = ?", [pid]
+        )
+        (build_id,) = con.execute("SELECT build_id FROM build_info").fetchall()[0]
+    finally:
+        con.close()
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["store_bytes"] = (out / "wiki.duckdb").stat().st_size  # the store was changed on purpose
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    shutil.rmtree(out / LOOKUPS_DIR)
+    counts = lookups.build(out / "wiki.duckdb", out / LOOKUPS_DIR, build_id)
+    assert counts["sentences"] == 0 and not (out / LOOKUPS_DIR / "sentences.first.npy").exists()
+    with Store.open(out) as store:
+        assert store._lookups is not None and store._lookups.sentence_ids([pid]) is None
+        got = store.passages_with_pages([pid, pid + 1])
+        assert got == _sql_answers(store, lambda: store.passages_with_pages([pid, pid + 1]))
+        assert got[pid][2] == [b for _, b, _ in store.sentences(pid)]
