@@ -151,8 +151,10 @@ def in_keys(ids: Sequence[int]) -> tuple[str, list]:
 # DuckDB's buffer pool keeps every block a lookup read (256 KB of passage text for one passage) up to its memory
 # limit, 80% of the machine's RAM by default: a long-running query process grew by ~5 MB per evidence fetch at 0.5M
 # passages, towards the size of the store. The pool caches clean, read-only blocks (the OS caches the file too), so
-# a small limit only evicts sooner. The live delta, an in-memory database, keeps DuckDB's default.
-STORE_MEMORY_LIMIT = "512MB"
+# a small limit only evicts sooner. At 1M passages (200 claims, every channel and kg) 512 MB -> 256 MB took 180 MB
+# off the query process's RSS, with no measurable change in fused or kg latency (alternated runs). The live delta,
+# an in-memory database, keeps DuckDB's default.
+STORE_MEMORY_LIMIT = "256MB"
 
 
 def _tune(con: Any) -> None:
