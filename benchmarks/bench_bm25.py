@@ -131,7 +131,7 @@ def main(shared: Path, out: Path) -> str:
             "index MiB",
             "p50 ms",
             "p95 ms",
-            "batch q/s (2 threads)",
+            "batch q/s (search_batch)",
             "page R@1",
             "page R@5",
             "page R@10",
