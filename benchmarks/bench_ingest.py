@@ -56,6 +56,7 @@ def make_dumps(shared: Path, out: Path, *, copies: int = 20) -> tuple[Path, Path
     multi = out / f"gensim-x{copies}-multistream.xml.bz2"
     if single.exists() and multi.exists():
         return single, multi
+    out.mkdir(parents=True, exist_ok=True)  # the kg bench asks for them without the ingest bench's run
     head, pages = _dump_parts(Path(shared), copies)
     tail = "</mediawiki>\n"
     tmp = single.with_suffix(".part")

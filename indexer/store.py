@@ -68,7 +68,7 @@ GROUP BY r.source_norm
 """
 
 
-# A page's lead passage: its first text passage, else its first passage (indexer/title_table.py writes the same).
+# A page's lead passage: its first text passage, else its first passage (indexer/lookups.py writes the same).
 _LEAD_SQL = (
     f"SELECT {_PASSAGE_COLS} FROM passages WHERE page_id IN {{keys}} "
     "QUALIFY row_number() OVER (PARTITION BY page_id ORDER BY (source <> 'text'), passage_index) = 1"
