@@ -13,16 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from wikiground.errors import IndexCorruptError, InputError
-from wikiground.layout import atomic_path, atomic_write
+from wikiground.layout import atomic_write, save_npy
 
 FILES = ("passage_page.npy", "page_ids.npy", "page_titles.bin", "page_title_offsets.npy")
 BATCH_ROWS = 100_000
-
-
-def save_npy(path: Path, array: np.ndarray) -> None:
-    """np.save without pickle, atomically."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        np.save(f, array, allow_pickle=False)
 
 
 def connect(db_path: Path):

@@ -28,14 +28,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from wikiground.layout import PARAMS_FILE, atomic_path, atomic_write_json
+from wikiground.layout import PARAMS_FILE, atomic_path, atomic_write_json, save_npy
 
 logger = logging.getLogger(__name__)
 
@@ -146,17 +145,14 @@ def _write_space(con: Any, folder: Path, space: str) -> int:
                     count=len(rows),
                 )
             )
-            lengths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
-            offsets.append(end + np.cumsum(lengths))
-            end += int(lengths.sum())
-            out.write(b"".join(blobs))
+            end = _append_blobs(out, blobs, offsets, end)
     h = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
     order = np.argsort(h, kind="stable")
-    _save(folder / f"{space}.hash.npy", h[order])
-    _save(folder / f"{space}.row.npy", order.astype(np.uint32 if len(h) < 2**32 else np.int64))
-    _save(folder / f"{space}.page_id.npy", np.concatenate(page_ids) if page_ids else np.zeros(0, dtype=np.int64))
-    _save(folder / f"{space}.flags.npy", np.concatenate(flags) if flags else np.zeros(0, dtype=np.uint8))
-    _save(folder / f"{space}.offsets.npy", np.concatenate(offsets))
+    save_npy(folder / f"{space}.hash.npy", h[order])
+    save_npy(folder / f"{space}.row.npy", order.astype(np.uint32 if len(h) < 2**32 else np.int64))
+    save_npy(folder / f"{space}.page_id.npy", np.concatenate(page_ids) if page_ids else np.zeros(0, dtype=np.int64))
+    save_npy(folder / f"{space}.flags.npy", np.concatenate(flags) if flags else np.zeros(0, dtype=np.uint8))
+    save_npy(folder / f"{space}.offsets.npy", np.concatenate(offsets))
     return len(h)
 
 
@@ -177,13 +173,10 @@ def _write_leads(con: Any, folder: Path) -> int:
             titles = [r[2].encode("utf-8") for r in rows]
             pages.append(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
             leads.append(np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)))
-            lengths = np.fromiter((len(t) for t in titles), dtype=np.int64, count=len(titles))
-            offsets.append(end + np.cumsum(lengths))
-            end += int(lengths.sum())
-            out.write(b"".join(titles))
-    _save(folder / "lead.page_id.npy", np.concatenate(pages) if pages else np.zeros(0, dtype=np.int64))
-    _save(folder / "lead.passage_id.npy", np.concatenate(leads) if leads else np.zeros(0, dtype=np.int64))
-    _save(folder / "lead.title_offsets.npy", np.concatenate(offsets))
+            end = _append_blobs(out, titles, offsets, end)
+    save_npy(folder / "lead.page_id.npy", np.concatenate(pages) if pages else np.zeros(0, dtype=np.int64))
+    save_npy(folder / "lead.passage_id.npy", np.concatenate(leads) if leads else np.zeros(0, dtype=np.int64))
+    save_npy(folder / "lead.title_offsets.npy", np.concatenate(offsets))
     return sum(len(p) for p in pages)
 
 
@@ -225,9 +218,12 @@ class _NotConsecutive(Exception):
     """Some passage's sentence ids are not consecutive: no ranges are written."""
 
 
-def _save(path: Path, array: np.ndarray) -> None:
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        np.save(f, array, allow_pickle=False)
+def _append_blobs(out: Any, blobs: list[bytes], offsets: list[np.ndarray], end: int) -> int:
+    """Write ``blobs`` to ``out``, add their end offsets to ``offsets``; returns the new end."""
+    lengths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
+    offsets.append(end + np.cumsum(lengths))
+    out.write(b"".join(blobs))
+    return end + int(lengths.sum())
 
 
 # -- reading ------------------------------------------------------------------------------------------------------
@@ -368,10 +364,3 @@ class _Space:
 def _bytes(path: Path) -> np.ndarray:
     """A file's bytes, memory-mapped (numpy cannot map an empty file)."""
     return np.memmap(path, dtype=np.uint8, mode="r") if path.stat().st_size else np.zeros(0, dtype=np.uint8)
-
-
-def iter_keys(table: Lookups, space: str) -> Iterator[str]:
-    """Every key of a space (tests and checks)."""
-    s = table._spaces[space]
-    for row in range(len(s)):
-        yield bytes(s.records[s.offsets[row] : s.offsets[row + 1]]).decode("utf-8").split("\0", 1)[0]

@@ -502,12 +502,11 @@ class Store:
         if self._lookups is None:
             return {pid: (p.passage_id, p.title) for pid, p in self.lead_passages(ids).items()}
         out = self._lookups.leads(ids)
-        self.reload_delta()
-        delta = self._delta
-        if delta is not None:  # a page fetched live since the build: its newest revision wins, as in lead_passages
-            keys, params = in_keys(ids)
-            rows = delta.cursor().execute(_LEAD_SQL.format(keys=keys), params).fetchall()
-            out.update({int(r[1]): (int(r[0]), r[4]) for r in rows})
+        keys, params = in_keys(ids)
+        for con in self._cons():  # the delta after the main store: a page fetched live since the build wins
+            if con is not self._main:
+                rows = con.cursor().execute(_LEAD_SQL.format(keys=keys), params).fetchall()
+                out.update({int(r[1]): (int(r[0]), r[4]) for r in rows})
         return out
 
     def sentences(self, passage_id: int) -> list[tuple[int, int, str]]:

@@ -133,6 +133,14 @@ def atomic_write(path: str | Path, data: bytes | str) -> None:
         f.write(raw)
 
 
+def save_npy(path: str | Path, array: Any) -> None:
+    """``np.save`` without pickle, atomically (numpy imported here, not when the layout module is)."""
+    import numpy as np
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, array, allow_pickle=False)
+
+
 def atomic_write_json(path: str | Path, obj: Any, *, sort_keys: bool = False) -> None:
     atomic_write(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=sort_keys) + "\n")
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from backends.passage_table import FILES as TABLE_FILES
-from backends.passage_table import PassageTable, connect, save_npy
+from backends.passage_table import PassageTable, connect
 from backends.passage_table import write as write_table
 from wikiground.errors import BuildError, IndexCorruptError, QueryError
-from wikiground.layout import PARAMS_FILE, atomic_write_json, channel_folder, read_params
+from wikiground.layout import PARAMS_FILE, atomic_write_json, channel_folder, read_params, save_npy
 from wikiground.records import Hit
 from wikiground.text import words
 

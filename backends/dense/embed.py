@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from backends.passage_table import connect, passage_count, save_npy
+from backends.passage_table import connect, passage_count
 from wikiground.errors import BuildError, InputError
-from wikiground.layout import atomic_path, atomic_write, atomic_write_json
+from wikiground.layout import atomic_path, atomic_write, atomic_write_json, save_npy
 
 log = logging.getLogger(__name__)
 
