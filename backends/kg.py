@@ -1,10 +1,11 @@
 """Knowledge-graph channel: 1- and 2-hop paths out of the claim's entities over the store's ``triples``.
 
-The claim's entities are those the title channel resolves (its :meth:`mentions`, reused, never redone). Key-list
-lookups of ``triples`` read the facts each entity states (hop 1) and the facts stated by the pages those lead to
-(hop 2) that reach another of the claim's entities or share a word with the claim, with the sentences stating
-them. A path scores by how well its relation, its object and its intermediate page match the rest of the claim
-(the words the entity itself does not account for); the second hop counts for less. Each path gives hits: the
+The claim's entities are those the title channel resolves (its :meth:`mentions`, reused, never redone). The
+store's graph lookups (``lookups/graph.*``; for the live delta, and stores without them, key-list queries of
+``triples``) give the facts each entity states (hop 1) and the facts stated by the pages those lead to (hop 2)
+that reach another of the claim's entities or share a word with the claim, with the sentences stating them. A
+path scores by how well its relation, its object and its intermediate page match the rest of the claim (the
+words the entity itself does not account for); the second hop counts for less. Each path gives hits: the
 passage stating its last fact, carrying the path and the sentence or infobox row, and the page it ends on.
 """
 
@@ -119,13 +120,16 @@ class KgPath:
 
 # Plain lookups by key list (hop 1, hop 2, then the sentences' spans and their passages' text): DuckDB plans each in
 # a fraction of the time it takes to plan one query joining them. `triples` is ordered by subject, so its row
-# groups' min/max find a page's facts; the `sentences` view would read every passage of the store.
+# groups' min/max find a page's facts; the `sentences` view would read every passage of the store. In one total
+# order: a parallel scan returns rows in any order, and the first MAX_HOP2 of them would differ from run to run.
 _COLUMNS = "subject_page_id, subject_title, relation, object_title, object_page_id, source, passage_id, sentence_id"
+# The graph lookups hold the facts in this order too (indexer.graph_lookups.FACT_ORDER).
+_ORDER = "subject_page_id, source, relation, object_title, passage_id, sentence_id, object_page_id"
 
 
 def _hop1_sql(entity_ids: list[int]) -> tuple[str, list]:
     subjects, params = in_keys(entity_ids)
-    return f"SELECT {_COLUMNS} FROM triples WHERE subject_page_id IN {subjects}", params
+    return f"SELECT {_COLUMNS} FROM triples WHERE subject_page_id IN {subjects} ORDER BY {_ORDER}", params
 
 
 def _hop2_sql(mids: list[int], entity_ids: list[int], pattern: str, limit: int) -> tuple[str, list]:
@@ -133,7 +137,8 @@ def _hop2_sql(mids: list[int], entity_ids: list[int], pattern: str, limit: int) 
     objects, p2 = in_keys(entity_ids)
     sql = (
         f"SELECT {_COLUMNS} FROM triples WHERE subject_page_id IN {subjects} AND (object_page_id IN {objects} "
-        "OR regexp_matches(lower(object_title || ' ' || relation), ?)) LIMIT ?"
+        "OR regexp_matches(lower(object_title || ' ' || relation), ?)) "
+        f"ORDER BY {_ORDER} LIMIT ?"
     )
     return sql, [*p1, *p2, pattern, limit]
 
@@ -193,31 +198,60 @@ class KgBackend:
 
     def _facts(self, entity_ids: list[int], terms: set[str]) -> tuple[list[tuple[int, Fact]], dict[tuple, str]]:
         """Hop-1 and hop-2 facts, and the sentence or infobox row stating each: (passage_id, sentence_id) -> text.
-        Hop 2 keeps the facts that reach one of the entities or share a word with the claim."""
+        Hop 2 keeps the facts that reach one of the entities or share a word with the claim. The main store's
+        facts come from its graph lookups where it has them, the live delta's (and all, without them) from SQL."""
+        graph = self.store.graph
+        pattern = r"\b(" + "|".join(sorted(re.escape(t) for t in terms)) + ")" if terms else None
+        hop1 = _hop1_sql(entity_ids)
+        if graph is None:
+            rows = _asking(self.store.rows(*hop1))
+        else:
+            rows = graph.facts(entity_ids, per_subject=MAX_HOP1) + _asking(self.store.delta_rows(*hop1))
         per_entity: dict[int, int] = {}
-        first: list[Fact] = []
-        for r in self.store.rows(*_hop1_sql(entity_ids)):
+        first: list[tuple] = []
+        for r in rows:
             n = per_entity[r[0]] = per_entity.get(r[0], 0) + 1
             if n <= MAX_HOP1:
-                first.append(Fact(*r))
-        mids = sorted({f.object_id for f in first if f.object_id is not None} - set(entity_ids))
-        second: list[Fact] = []
+                first.append(r)
+        mids = sorted({r[4] for r in first if r[4] is not None} - set(entity_ids))
+        second: list[tuple] = []
         if mids:
-            pattern = r"\b(" + "|".join(sorted(re.escape(t) for t in terms)) + ")" if terms else r"^\b$"
-            second = [Fact(*r) for r in self.store.rows(*_hop2_sql(mids, entity_ids, pattern, MAX_HOP2))]
-        live = set(self.store.live_fetch_times({f.subject_id for f in (*first, *second)}))
+            hop2 = _hop2_sql(mids, entity_ids, pattern or r"^\b$", MAX_HOP2)
+            if graph is None:
+                second = _asking(self.store.rows(*hop2))
+            else:
+                # RE2's \b, which DuckDB's regexp_matches uses, is an ASCII word boundary
+                regex = re.compile(pattern, re.ASCII) if pattern else None
+                second = graph.facts_reaching(mids, entity_ids, regex, MAX_HOP2) + _asking(self.store.delta_rows(*hop2))
+        sentences = self._sentences([*first, *second])
+        facts1 = [Fact(*r[:8]) for r in first]
+        facts2 = [Fact(*r[:8]) for r in second]
+        live = set(self.store.live_fetch_times({f.subject_id for f in (*facts1, *facts2)}))
         if live:
-            first, second = _marked_live(first, live), _marked_live(second, live)
-        passages = sorted({f.passage_id for f in (*first, *second) if f.passage_id is not None})
-        return [(1, f) for f in first] + [(2, f) for f in second], self._sentences(passages)
+            facts1, facts2 = _marked_live(facts1, live), _marked_live(facts2, live)
+        return [(1, f) for f in facts1] + [(2, f) for f in facts2], sentences
 
-    def _sentences(self, passages: list[int]) -> dict[tuple, str]:
-        """(passage_id, page-level sentence id) -> sentence, for the sentences of ``passages``. Two lookups by key:
-        joined in SQL, they took twice as long (the join is planned as a hash join over both scans)."""
+    def _sentences(self, rows: list[tuple]) -> dict[tuple, str]:
+        """(passage_id, page-level sentence id) -> sentence, for the facts ``rows``: their passages' text, cut where
+        the graph lookups say, else where ``sentence_spans`` does (two lookups by key: joined in SQL, they took
+        twice as long, the join being planned as a hash join over both scans)."""
+        passages = sorted({r[6] for r in rows if r[6] is not None})
         if not passages:
             return {}
         texts = dict(self.store.rows(*_texts_sql(passages)))
-        return {(p, s): texts[p][a:b] for p, s, a, b in self.store.rows(*_spans_sql(passages)) if p in texts}
+        out: dict[tuple, str] = {}
+        ask: set[int] = set()
+        for r in rows:
+            if r[8] is _ASK:
+                if r[6] is not None:
+                    ask.add(r[6])
+            elif r[8] is not None and r[6] in texts:
+                out[(r[6], r[7])] = texts[r[6]][r[8][0] : r[8][1]]
+        if ask:
+            for p, s, a, b in self.store.rows(*_spans_sql(sorted(ask))):
+                if p in texts:
+                    out[(p, s)] = texts[p][a:b]
+        return out
 
     def _hits(self, paths: Sequence[KgPath], k: int) -> list[Hit]:
         """A path's hits: the passage stating its last fact (with that sentence or infobox row), the page it ends on."""
@@ -253,6 +287,13 @@ class KgBackend:
 
     def close(self) -> None:
         pass
+
+
+_ASK = object()  # a fact read in SQL: where its sentence lies is asked of ``sentence_spans``
+
+
+def _asking(rows: list[tuple]) -> list[tuple]:
+    return [(*r, _ASK) for r in rows]
 
 
 def _marked_live(facts: list[Fact], live: set[int]) -> list[Fact]:

@@ -20,6 +20,8 @@ Files in ``DIR/lookups/``:
   ``lead.page_id.npy`` (sorted), ``lead.passage_id.npy``, ``lead.titles.bin``, ``lead.title_offsets.npy``;
 - each passage's page-level sentence ids, which are consecutive: ``sentences.first.npy`` and
   ``sentences.count.npy`` (int32, by passage id; written only when every passage's ids are consecutive);
+- the facts of ``triples`` by subject, ``graph.*`` (:mod:`indexer.graph_lookups`; absent from lookups written
+  before them, whose facts the kg channel reads in SQL);
 - ``params.json``, naming the build: files of another build are not used.
 """
 
@@ -34,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from indexer import graph_lookups
 from wikiground.layout import PARAMS_FILE, atomic_path, atomic_write_json, save_npy
 
 logger = logging.getLogger(__name__)
@@ -115,6 +118,7 @@ def write(con: Any, folder: Path, build_id: str | None) -> dict[str, int]:
         counts[space] = _write_space(con, folder, space)
     counts["lead"] = _write_leads(con, folder)
     counts["sentences"] = _write_sentence_ranges(con, folder)
+    counts["graph"] = graph_lookups.write(con, folder)
     atomic_write_json(
         folder / PARAMS_FILE,
         {"kind": "lookups", "format_version": FORMAT_VERSION, "build_id": build_id, "keys": counts},
@@ -250,6 +254,9 @@ class Lookups:
             self._count = np.load(folder / "sentences.count.npy", mmap_mode="r", allow_pickle=False)
             if len(self._first) != len(self._count):
                 raise ValueError("sentences: arrays of different lengths")
+        self.graph: graph_lookups.Graph | None = None
+        if (folder / "graph.subject_id.npy").is_file():
+            self.graph = graph_lookups.Graph(folder)
 
     @classmethod
     def open(cls, folder: Path, build_id: str | None) -> Lookups | None:
@@ -279,6 +286,8 @@ class Lookups:
         keys = params.get("keys", {})
         ranges = 0 if table._first is None else len(table._first)
         lengths = {**{s: len(table._spaces[s]) for s in SPACES}, "lead": len(table._lead_pages), "sentences": ranges}
+        if table.graph is not None or keys.get("graph"):  # lookups written before the graph arrays have none
+            lengths["graph"] = 0 if table.graph is None else len(table.graph)
         if any(lengths[name] != keys.get(name) for name in lengths):
             logger.warning(
                 "%s: incomplete (key counts differ from params.json); titles are resolved in the store", folder

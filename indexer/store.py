@@ -21,6 +21,7 @@ from wikiground.records import Page, Passage
 from wikiground.text import canonical_title, normalize_title
 
 if TYPE_CHECKING:
+    from indexer.graph_lookups import Graph
     from indexer.lookups import Lookups
 
 __all__ = ["Resolution", "Store", "in_keys"]
@@ -423,6 +424,20 @@ class Store:
         """Rows of a read-only ``sql`` over the store, then its live delta (a cursor per call: thread-safe).
         For listings the lookups below do not cover; the tables are those of ``indexer.schema``."""
         return self._all(sql, params)
+
+    def delta_rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Rows of ``sql`` over the live delta only (none without one): what :attr:`graph` does not hold."""
+        rows: list[tuple] = []
+        for con in self._cons():
+            if con is not self._main:
+                rows.extend(con.cursor().execute(sql, list(params)).fetchall())
+        return rows
+
+    @property
+    def graph(self) -> Graph | None:
+        """The main store's ``triples`` by subject as memory-mapped arrays (``indexer.graph_lookups``), or None
+        when the index has no such lookups (then ask :meth:`rows`)."""
+        return None if self._lookups is None else self._lookups.graph
 
     # -- pages and passages ------------------------------------------------------------------
     def count(self, table: str) -> int:

@@ -1,0 +1,138 @@
+"""The store's ``triples`` by subject as mmap'd arrays (``lookups/graph.*``, issue 24): the kg channel reads a
+page's facts from them with the answers, and the order, of its SQL over the store."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+
+import pytest
+
+import backends.kg as kg
+from indexer import lookups
+from indexer.store import Store
+from wikiground.layout import LOOKUPS_DIR, PARAMS_FILE
+
+
+def _without_graph(store: Store, fn):
+    saved, store._lookups.graph = store._lookups.graph, None
+    try:
+        return fn()
+    finally:
+        store._lookups.graph = saved
+
+
+def test_written_with_the_lookups(gensim_store):
+    params = json.loads((gensim_store / LOOKUPS_DIR / PARAMS_FILE).read_text())
+    with Store.open(gensim_store) as store:
+        assert store.graph is not None
+        assert params["keys"]["graph"] == len(store.graph) == store.count("triples") > 1000
+
+
+def test_facts_as_in_the_store(gensim_store):
+    """Every subject's facts, in the SQL's order, with where their sentence lies."""
+    with Store.open(gensim_store) as store:
+        graph = store.graph
+        subjects = [r[0] for r in store.rows("SELECT DISTINCT subject_page_id FROM triples ORDER BY 1")]
+        for at in range(0, len(subjects), 25):
+            ids = [*subjects[at : at + 25], 10**12]  # and a page that states nothing
+            got = graph.facts(ids)
+            assert [r[:8] for r in got] == store.rows(*kg._hop1_sql(ids))
+        capped = graph.facts(subjects[:40], per_subject=3)
+        assert len(capped) == sum(min(3, len(graph.facts([s]))) for s in subjects[:40])
+        facts = graph.facts(subjects)
+        spans = {(p, s): (a, b) for p, s, a, b in store.rows("SELECT * EXCLUDE (sentence_index) FROM sentence_spans")}
+        for r in facts:
+            want = spans.get((r[6], r[7])) if r[6] is not None and r[7] is not None else None
+            assert r[8] == want
+        assert any(r[8] for r in facts) and any(r[5] == "infobox" for r in facts)
+
+
+def test_facts_reaching_as_in_the_store(gensim_store):
+    """Hop 2: the facts reaching an entity, or whose object or relation a claim's word starts, up to a limit."""
+    rng = random.Random(24)
+    with Store.open(gensim_store) as store:
+        graph = store.graph
+        subjects = [r[0] for r in store.rows("SELECT DISTINCT subject_page_id FROM triples ORDER BY 1")]
+        objects = [r[0] for r in store.rows("SELECT DISTINCT object_title FROM triples")]
+        for _ in range(60):
+            mids = rng.sample(subjects, rng.randint(1, 60))
+            entities = rng.sample(subjects, 3)
+            words = [w for t in rng.sample(objects, 3) for w in re.findall(r"\w+", t.lower()) if len(w) > 1]
+            terms = {w[:5] for w in words} | {rng.choice(["born", "influ", "menti", "is"])}
+            pattern = r"\b(" + "|".join(sorted(re.escape(t) for t in terms)) + ")"
+            limit = rng.choice([3, 40, 2000])
+            want = store.rows(*kg._hop2_sql(sorted(mids), entities, pattern, limit))
+            got = graph.facts_reaching(mids, entities, re.compile(pattern, re.ASCII), limit)
+            assert [r[:8] for r in got] == want, pattern
+        # Lower-cased as DuckDB does: "İsmet İnönü" is "ismet inönü", not with a combining dot after each "i"
+        # (which would put a word boundary before "s" and "n").
+        assert any(o.startswith("İ") for o in objects)
+        want = store.rows(*kg._hop2_sql(subjects, [], r"\b(s|n)", 10**6))
+        assert [r[:8] for r in graph.facts_reaching(subjects, [], re.compile(r"\b(s|n)", re.ASCII), 10**6)] == want
+        assert graph.facts_reaching(subjects, [], None, 10) == []
+
+
+def test_kg_channel_answers_alike_without_the_graph(gensim_store):
+    claims = [
+        "Aristotle was influenced by Plato and Socrates.",
+        "Aristotle was born in Stagira.",
+        "Ayn Rand wrote novels.",
+        "Alain Connes is a French mathematician.",
+        "Achilles fought in the Trojan War.",
+        "Albedo is the fraction of light that a surface reflects.",
+    ]
+    with Store.open(gensim_store) as store:
+        channel = kg.KgBackend(store)
+        for claim in claims:
+            got = channel.search(claim, 20)
+            assert got == _without_graph(store, lambda c=claim: channel.search(c, 20))
+        assert any(hit.triples for hit in channel.search(claims[0], 20))
+
+
+def test_lookups_without_graph_files_still_serve_titles(gensim_store, tmp_path):
+    """Lookups written before the graph arrays: titles from the lookups, facts from the store."""
+    out = tmp_path / "index"
+    shutil.copytree(gensim_store, out)
+    folder = out / LOOKUPS_DIR
+    for f in folder.glob("graph.*"):
+        f.unlink()
+    params = json.loads((folder / PARAMS_FILE).read_text())
+    del params["keys"]["graph"]
+    (folder / PARAMS_FILE).write_text(json.dumps(params))
+    with Store.open(out) as old, Store.open(gensim_store) as new:
+        assert old._lookups is not None and old.graph is None
+        claim = "Aristotle was influenced by Plato."
+        assert kg.KgBackend(old).search(claim, 10) == kg.KgBackend(new).search(claim, 10)
+
+
+@pytest.mark.parametrize("name", ["graph.object.npy", "graph.objects.bin", "graph.subject_start.npy"])
+def test_cut_graph_files_are_not_used(gensim_store, tmp_path, name, caplog):
+    out = tmp_path / "index"
+    shutil.copytree(gensim_store, out)
+    path = out / LOOKUPS_DIR / name
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with Store.open(out) as store:
+        assert store.graph is None
+        assert kg.KgBackend(store).search("Aristotle was influenced by Plato.", 10)  # the store answers
+    assert LOOKUPS_DIR in caplog.text
+
+
+def test_no_graph_when_a_sentence_span_is_ambiguous(gensim_store, tmp_path, caplog):
+    import duckdb
+
+    out = tmp_path / "store.duckdb"
+    shutil.copy(gensim_store / "wiki.duckdb", out)
+    con = duckdb.connect(str(out))
+    try:
+        con.execute(
+            "INSERT INTO sentence_spans SELECT * FROM sentence_spans WHERE (passage_id, page_sentence_index) IN "
+            "(SELECT (passage_id, sentence_id) FROM triples WHERE sentence_id IS NOT NULL LIMIT 1)"
+        )
+    finally:
+        con.close()
+    counts = lookups.build(out, tmp_path / "lookups", "some-build")
+    assert counts["graph"] == 0 and not list((tmp_path / "lookups").glob("graph.*"))
+    assert "not unique" in caplog.text
