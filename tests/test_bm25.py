@@ -300,3 +300,34 @@ def test_index_without_passage_table_searched_as_before(tmp_path, built, docs):
             a, b = old.search(docs[i][0], k=5), new.search(docs[i][0], k=5)
             assert a and [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
             assert a[0].page_id == b[0].page_id and a[0].title == b[0].title
+
+
+def test_hits_mapped_by_the_doc_passages_array_as_by_the_doc_values(tmp_path, built, backend, docs):
+    """Each Lucene document's passage id, written at build time, is what its ``id`` doc values say; an index built
+    before that file reads the doc values, with the same hits."""
+    import shutil
+
+    import numpy as np
+
+    from backends import bm25
+
+    topk = backend._topk
+    assert topk.doc_passages is not None and len(topk.doc_passages) == len(docs)
+    assert sorted(np.asarray(topk.doc_passages).tolist()) == list(range(len(docs)))
+    every = list(range(len(docs)))
+    saved, topk.doc_passages = topk.doc_passages, None
+    try:
+        from_values = topk._passage_ids(every)
+    finally:
+        topk.doc_passages = saved
+    assert topk._passage_ids(every) == from_values
+    folder = tmp_path / "bm25"
+    shutil.copytree(built[0], folder)
+    (folder / bm25.DOC_PASSAGES_FILE).unlink()
+    params = json.loads((folder / "params.json").read_text())
+    params.get("files", {}).pop(bm25.DOC_PASSAGES_FILE, None)
+    (folder / "params.json").write_text(json.dumps(params))
+    with bm25.load(folder) as old:
+        assert old._topk is not None and old._topk.doc_passages is None
+        for i in (3, 30, 90, 200):
+            assert old.search(docs[i][0], k=10) == backend.search(docs[i][0], k=10)
