@@ -7,8 +7,8 @@ scale benchmark's synthetic passages are made of real sentences too, so this mir
 less clustered than real passages, which makes IVF's job harder, not easier. Queries are the real FEVER dev
 claims (``shared/data/claims/fever_dev_vital.jsonl``), encoded by the same model.
 
-Steps: the IVF-PQ build (backends/dense/ivf.py: training, adding, nprobe chosen for recall@10 >= 0.95 on
-held-out rows) runs in a child process, and so do the queries, so that each reports its own peak RSS.
+Steps: the IVF-PQ build (backends/dense/ivf.py: training, adding, nprobe chosen for recall@10 >= 0.95 on half
+of the claims, see TUNE_SLICE) runs in a child process, and so do the queries, so that each reports its own peak RSS.
 Exact top-10 of every claim (the recall reference) and exact single-query latency over the memory-mapped
 float32 rows come from this process. Big files go to ``$WIKIGROUND_DENSE_SCALE_DIR`` (default ``out``).
 """
@@ -38,6 +38,10 @@ SEED = 21
 THREADS = 2
 K = 10
 EXACT_TIMED = 10  # single-query exact searches timed (each reads every row)
+# nprobe is chosen on every other claim (the queries the index serves: held-out rows of these mixtures are
+# harder than claims, and would choose all lists); recall is reported on the others, which tuning never saw.
+TUNE_SLICE = slice(0, None, 2)
+REPORT_SLICE = slice(1, None, 2)
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -133,7 +137,8 @@ def child_build(work: Path) -> dict:
     index_dir = work / "index"
     index_dir.mkdir(exist_ok=True)
     t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-    params = ivf.build(work / "vectors.npy", index_dir, threads=THREADS)
+    tune = np.load(work / "claims.npy")[TUNE_SLICE]
+    params = ivf.build(work / "vectors.npy", index_dir, threads=THREADS, tune_queries=tune)
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     params["count"] = int(np.load(work / "vectors.npy", mmap_mode="r").shape[0])
     (index_dir / "params.json").write_text(json.dumps(params, indent=2, sort_keys=True))
@@ -181,7 +186,7 @@ def child_query(work: Path) -> dict:
     batch_qps = len(q) / (time.perf_counter() - t4)
     curve = {}
     for p in sorted({max(1, params["nprobe"] // 2), params["nprobe"], min(params["nlist"], 2 * params["nprobe"])}):
-        curve[p] = ivf.recall_at(ivf.search(index, rows, q, K, nprobe=p)[0], truth, K)
+        curve[p] = ivf.recall_at(ivf.search(index, rows, q, K, nprobe=p)[0][REPORT_SLICE], truth[REPORT_SLICE], K)
     return {
         "load_s": load_s,
         "rss_loaded": rss_loaded,
@@ -189,7 +194,8 @@ def child_query(work: Path) -> dict:
         "search": latency(search_ms),
         "with_encoding": latency(full_ms),
         "batch_qps": batch_qps,
-        "recall_claims": ivf.recall_at(found, truth, K),
+        "recall_claims": ivf.recall_at(found[REPORT_SLICE], truth[REPORT_SLICE], K),
+        "recall_tuning_claims": ivf.recall_at(found[TUNE_SLICE], truth[TUNE_SLICE], K),
         "claims_curve": curve,
         "peak_rss_mib": _status()["VmHWM"],
     }
@@ -237,9 +243,15 @@ def _report(r: dict, work: Path) -> str:
         ("index file", f"{idx_mib:.0f} MiB (vectors.npy {vec_mib:.0f} MiB)"),
         ("build wall / CPU", f"{b['wall_s']:.0f} s / {b['cpu_s']:.0f} s (IVF part {p['ivf_build_seconds']:.0f} s)"),
         ("build peak RSS", f"{b['peak_rss_mib']:.0f} MiB"),
-        ("nprobe chosen at build", f"{p['nprobe']} (held-out rows: recall@10 {p['recall_at_10']:.3f})"),
-        ("recall@10 vs exact, dev claims", f"{qy['recall_claims']:.3f}"),
-        ("claims recall@10 by nprobe", ", ".join(f"{k}: {v:.3f}" for k, v in qy["claims_curve"].items())),
+        (
+            "nprobe chosen at build",
+            f"{p['nprobe']} of {p['nlist']} ({p['recall_query_source']}: recall@10 {p['recall_at_10']:.3f})",
+        ),
+        (
+            "recall@10 vs exact, the other claims",
+            f"{qy['recall_claims']:.3f} (tuning claims {qy['recall_tuning_claims']:.3f})",
+        ),
+        ("the other claims' recall@10 by nprobe", ", ".join(f"{k}: {v:.3f}" for k, v in qy["claims_curve"].items())),
         ("search p50 / p95 (claim encoded)", f"{qy['search']['p50']:.2f} / {qy['search']['p95']:.2f} ms"),
         ("with encoding p50 / p95", f"{qy['with_encoding']['p50']:.2f} / {qy['with_encoding']['p95']:.2f} ms"),
         ("exact search p50 (numpy over mmap)", f"{r['exact']['p50']:.0f} ms"),
