@@ -86,7 +86,7 @@ bench: $(STAMP) $(DEFAULT_DUMP)
 	$(PY) -m benchmarks.run --shared $(SHARED)
 
 # Issue 21's scale run: synthetic enwiki-shaped dumps of ~0.5M and ~1M passages (no download), built and queried
-# (~30 min on 2 cores; SCALE_OUT needs ~10 GB). SIZES=20k for a quick smoke run.
+# (~45 min on 2 cores with the dense channel of cheap vectors; SCALE_OUT needs ~12 GB). SIZES=20k for a quick smoke run.
 SIZES     ?= 0.5M,1M
 SCALE_OUT ?= benchmarks/out/scale
 bench-scale: $(STAMP)

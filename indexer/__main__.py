@@ -1,5 +1,5 @@
 """``python -m indexer build --dump PATH --out DIR [--indexes LIST] [--namespaces 0] [--workers N]
-[--dense-scope auto|all|leads] [--quiet]``."""
+[--dense-scope auto|all|leads] [--dense-tune-queries FILE] [--quiet]``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -61,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
         choices=("auto", "all", "leads"),
         help="dense channel: every passage, each page's lead passage only, or auto (leads above 1,000,000 passages)",
     )
+    build.add_argument(
+        "--dense-tune-queries",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="dense IVF (from 1M passages): choose nprobe on these queries (JSON lines with claim/query/text, or "
+        "plain lines) instead of held-out passages",
+    )
     build.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     build.add_argument("--verbose", action="store_true", help="debug logging and tracebacks on errors")
     return parser
@@ -76,6 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     options = {} if args.max_page_chars is None else {"max_page_chars": args.max_page_chars}
     try:
+        if args.dense_tune_queries is not None:  # a bad file fails now, not after hours of embedding
+            from backends.dense import read_tune_queries
+
+            read_tune_queries(args.dense_tune_queries)
         manifest = build_index(
             args.dump,
             args.out,
@@ -83,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespaces=args.namespaces,
             workers=args.workers,
             progress=not args.quiet,
-            index_options={"dense": {"scope": args.dense_scope}},
+            index_options={"dense": {"scope": args.dense_scope, "tune_queries": args.dense_tune_queries}},
             **options,
         )
     except KeyboardInterrupt:

@@ -39,6 +39,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--assemble", action="store_true", help="after encoding, build the dense index from all shards")
     ap.add_argument("--exact-threshold", type=int, default=None)
+    ap.add_argument(
+        "--dense-tune-queries",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --assemble: choose the IVF's nprobe on these queries instead of held-out passages",
+    )
     ap.add_argument("--quiet", action="store_true")
     return ap
 
@@ -118,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.assemble:
             opts = {} if args.exact_threshold is None else {"exact_threshold": args.exact_threshold}
+            if args.dense_tune_queries is not None:
+                opts["tune_queries"] = args.dense_tune_queries
             entry = dense.assemble(db, dense_dir, encoder_backend=stats["encoder_backend"], scope=scope, **opts)
             listed = _register(args.index, dense_dir, entry)
             print(

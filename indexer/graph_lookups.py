@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from wikiground.layout import atomic_path, save_npy
+from wikiground.layout import append_blobs, atomic_path, save_npy
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +91,9 @@ def write(con: Any, folder: Path) -> int:
         "SELECT subject_page_id, min(subject_title), count(*) FROM triples GROUP BY 1 ORDER BY 1",
         keep=(0, 2),
     )
-    ids = np.asarray(subjects[0], dtype=np.int64)
+    ids, counts = subjects
     start = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum(np.asarray(subjects[1], dtype=np.int64), out=start[1:])
+    np.cumsum(counts, out=start[1:])
     try:
         _write_facts(con, folder, n)
     except _Mismatch:
@@ -106,25 +106,21 @@ def write(con: Any, folder: Path) -> int:
     return int(n)
 
 
-def _write_strings(con: Any, folder: Path, name: str, sql: str, keep: tuple[int, ...] = ()) -> list[list]:
-    """A dictionary file pair from ``sql``'s string column (the last one not in ``keep``), in order; returns the
-    ``keep`` columns."""
-    kept: list[list] = [[] for _ in keep]
+def _write_strings(con: Any, folder: Path, name: str, sql: str, keep: tuple[int, ...] = ()) -> list[np.ndarray]:
+    """A dictionary file pair from ``sql``'s string column (the one column not in ``keep``), in order; returns the
+    ``keep`` columns as arrays."""
+    kept: list[list[np.ndarray]] = [[] for _ in keep]
     offsets = [np.zeros(1, dtype=np.int64)]
     end = 0
     reader = con.sql(sql).to_arrow_reader(BATCH_ROWS)
     text_col = next(i for i in range(len(keep) + 1) if i not in keep)
     with atomic_path(folder / f"{name}.bin") as tmp, open(tmp, "wb") as out:
         for batch in reader:
-            blobs = [s.encode("utf-8") for s in batch.column(text_col).to_pylist()]
-            lengths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
-            offsets.append(end + np.cumsum(lengths))
-            out.write(b"".join(blobs))
-            end += int(lengths.sum())
-            for store, col in zip(kept, keep, strict=True):
-                store.extend(batch.column(col).to_pylist())
+            end = append_blobs(out, [s.encode("utf-8") for s in batch.column(text_col).to_pylist()], offsets, end)
+            for arrays, col in zip(kept, keep, strict=True):
+                arrays.append(batch.column(col).to_numpy().astype(np.int64))
     save_npy(folder / f"{name}.offsets.npy", np.concatenate(offsets))
-    return kept
+    return [np.concatenate(a) if a else np.zeros(0, dtype=np.int64) for a in kept]
 
 
 def _write_facts(con: Any, folder: Path, n: int) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from indexer import graph_lookups
-from wikiground.layout import PARAMS_FILE, atomic_path, atomic_write_json, save_npy
+from wikiground.layout import PARAMS_FILE, append_blobs, atomic_path, atomic_write_json, save_npy
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def _write_space(con: Any, folder: Path, space: str) -> int:
                     count=len(rows),
                 )
             )
-            end = _append_blobs(out, blobs, offsets, end)
+            end = append_blobs(out, blobs, offsets, end)
     h = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
     order = np.argsort(h, kind="stable")
     save_npy(folder / f"{space}.hash.npy", h[order])
@@ -177,7 +177,7 @@ def _write_leads(con: Any, folder: Path) -> int:
             titles = [r[2].encode("utf-8") for r in rows]
             pages.append(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
             leads.append(np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)))
-            end = _append_blobs(out, titles, offsets, end)
+            end = append_blobs(out, titles, offsets, end)
     save_npy(folder / "lead.page_id.npy", np.concatenate(pages) if pages else np.zeros(0, dtype=np.int64))
     save_npy(folder / "lead.passage_id.npy", np.concatenate(leads) if leads else np.zeros(0, dtype=np.int64))
     save_npy(folder / "lead.title_offsets.npy", np.concatenate(offsets))
@@ -220,14 +220,6 @@ def _write_sentence_ranges(con: Any, folder: Path) -> int:
 
 class _NotConsecutive(Exception):
     """Some passage's sentence ids are not consecutive: no ranges are written."""
-
-
-def _append_blobs(out: Any, blobs: list[bytes], offsets: list[np.ndarray], end: int) -> int:
-    """Write ``blobs`` to ``out``, add their end offsets to ``offsets``; returns the new end."""
-    lengths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
-    offsets.append(end + np.cumsum(lengths))
-    out.write(b"".join(blobs))
-    return end + int(lengths.sum())
 
 
 # -- reading ------------------------------------------------------------------------------------------------------

@@ -188,3 +188,41 @@ def test_old_ivf_sq8_index_still_loads(real, tmp_path):
 
     with pytest.raises(IndexCorruptError, match="unknown dense index_type"):
         dense.load(old)
+
+
+def test_nprobe_chosen_on_given_queries(synth):
+    """Queries unlike the passages (mixtures of 1-2 "sentences", as claims are shorter than passages) choose their
+    own nprobe, which reaches the target on them; params.json says what it was measured on."""
+    from backends.dense import ivf
+
+    folder, vecs, queries, params = synth
+    index = ivf.load(folder, {**params, "count": N_SYNTH})
+    rows = ivf.RowReader(folder / "vectors.npy")
+    tuned = ivf.tune_nprobe(index, rows, vecs, np.arange(N_SYNTH), queries=queries[:100])
+    assert tuned["recall_query_source"] == "100 given queries" and tuned["recall_queries"] == 100
+    assert tuned["recall_at_10"] >= 0.95
+    truth = ivf.exact_top(vecs, queries[:100], 10)
+    found, _ = ivf.search(index, rows, queries[:100], 10, nprobe=tuned["nprobe"])
+    assert ivf.recall_at(found, truth, 10) == pytest.approx(tuned["recall_at_10"], abs=1e-4)
+
+
+def test_assemble_tunes_on_a_queries_file(real, tmp_path):
+    from backends import dense
+    from wikiground.errors import BuildError
+
+    root, _, _ = real
+    queries = tmp_path / "claims.jsonl"
+    queries.write_text(
+        "\n".join(json.dumps({"id": i, "claim": q}) for i, (q, _) in enumerate(PARAPHRASES)) + "\n\nplain line query\n"
+    )
+    assert dense.read_tune_queries(queries)[-1] == "plain line query"
+    shutil.copytree(root / "ivf" / "shards", tmp_path / "ivf" / "shards")
+    params = dense.assemble(root / "wiki.duckdb", tmp_path / "ivf", exact_threshold=100, tune_queries=queries)
+    assert params["recall_query_source"] == f"{len(PARAPHRASES) + 1} given queries" and params["recall_at_10"] >= 0.95
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"claim": "fine"}\n{"title": "no text"}\n')
+    with pytest.raises(BuildError, match=r"bad.jsonl:2: no claim"):
+        dense.read_tune_queries(bad)
+    bad.write_text('{"claim": \n')
+    with pytest.raises(BuildError, match=r"bad.jsonl:1: not JSON"):
+        dense.read_tune_queries(bad)

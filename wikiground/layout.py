@@ -141,6 +141,17 @@ def save_npy(path: str | Path, array: Any) -> None:
         np.save(f, array, allow_pickle=False)
 
 
+def append_blobs(out: Any, blobs: list[bytes], offsets: list[Any], end: int) -> int:
+    """Write ``blobs`` to the file ``out``, add their end offsets (an int64 array) to ``offsets``; returns the new
+    end. A list of strings as plain files: the blobs concatenated, and the offsets where each ends."""
+    import numpy as np
+
+    lengths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
+    offsets.append(end + np.cumsum(lengths))
+    out.write(b"".join(blobs))
+    return end + int(lengths.sum())
+
+
 def atomic_write_json(path: str | Path, obj: Any, *, sort_keys: bool = False) -> None:
     atomic_write(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=sort_keys) + "\n")
 

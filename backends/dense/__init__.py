@@ -49,11 +49,59 @@ def default_nlist(n: int) -> int:
     return ivf.default_nlist(n)
 
 
-def _build_ivf(out_dir: Path, *, nlist: int | None, nprobe: int | None, threads: int | None) -> dict:
-    """IVF-PQ over ``out_dir/vectors.npy`` (backends/dense/ivf.py); returns its params.json entries."""
+def read_tune_queries(path: Path) -> list[str]:
+    """The texts of a queries file for tuning ``nprobe``: JSON lines with ``claim``, ``query``, ``question`` or
+    ``text`` (the ``--queries`` files of ``retriever.query``), or plain lines."""
+    import json
+
+    texts: list[str] = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BuildError(f"{path}: cannot read the tuning queries: {exc}") from exc
+    for no, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("{"):
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise BuildError(f"{path}:{no}: not JSON: {exc.msg}") from exc
+            text = next(
+                (rec[key] for key in ("claim", "query", "question", "text") if isinstance(rec.get(key), str)), None
+            )
+            if text is None:
+                raise BuildError(f"{path}:{no}: no claim, query, question or text")
+            line = text
+        texts.append(line)
+    if not texts:
+        raise BuildError(f"{path}: no tuning queries")
+    return texts
+
+
+def _build_ivf(
+    out_dir: Path,
+    *,
+    nlist: int | None,
+    nprobe: int | None,
+    threads: int | None,
+    tune_queries: Path | None = None,
+    encoder_backend: str | None = None,
+) -> dict:
+    """IVF-PQ over ``out_dir/vectors.npy`` (backends/dense/ivf.py); returns its params.json entries. ``nprobe`` is
+    chosen on the encoded ``tune_queries`` when given, else on held-out rows."""
     from backends.dense import ivf
 
-    params = ivf.build(out_dir / VECTORS_FILE, out_dir, nlist=nlist, nprobe=nprobe, threads=threads)
+    vectors = None
+    if tune_queries is not None:
+        from backends.encoder import load_encoder
+
+        texts = read_tune_queries(tune_queries)
+        vectors = load_encoder(backend=encoder_backend or "auto", threads=threads).encode(texts)
+    params = ivf.build(
+        out_dir / VECTORS_FILE, out_dir, nlist=nlist, nprobe=nprobe, threads=threads, tune_queries=vectors
+    )
     _remove_ivf(out_dir, keep=params["ivf_file"])
     return params
 
@@ -78,10 +126,12 @@ def assemble(
     extra: dict | None = None,
     shards_dir: Path | None = None,
     scope: str = "all",
+    tune_queries: Path | None = None,
 ) -> dict:
     """Shards under ``out_dir/shards`` (or ``shards_dir``) -> vectors.npy (+ IVF above the threshold) + params.json.
 
     ``scope`` "leads": the shards hold lead passages only (``shards/leads``); ``ids.npy`` maps row -> passage id.
+    ``tune_queries``: a file of queries of the kind the index will serve, to choose the IVF's ``nprobe`` on.
     """
     from backends.encoder import model_info
 
@@ -103,7 +153,16 @@ def assemble(
         **model_info(encoder_backend or "unknown"),
     }
     if approximate:
-        params.update(_build_ivf(out_dir, nlist=nlist, nprobe=nprobe, threads=threads))
+        params.update(
+            _build_ivf(
+                out_dir,
+                nlist=nlist,
+                nprobe=nprobe,
+                threads=threads,
+                tune_queries=tune_queries,
+                encoder_backend=encoder_backend,
+            )
+        )
     else:
         _remove_ivf(out_dir)
     params["assemble_seconds"] = round(time.perf_counter() - t0, 2)
@@ -150,6 +209,7 @@ def build(
     keep_shards: bool = False,
     shards_dir: Path | None = None,
     scope: str = "auto",
+    tune_queries: Path | None = None,
 ) -> dict:
     """Embed every passage of the store (resumable shards in ``out_dir/shards``) and write the index.
 
@@ -187,6 +247,7 @@ def build(
             encoder_backend=stats["encoder_backend"],
             shards_dir=shards_dir,
             scope=scope,
+            tune_queries=tune_queries,
             extra={"encode_seconds": stats["encode_seconds"], "passages_per_s": stats["passages_per_s"]},
         )
     except OSError as exc:
