@@ -4,7 +4,7 @@
   recall@5 with `kg` and without; multi-hop all-gold recall@21 with kg bridges and without (HotpotQA); the share
   of claims for which a kg path connects two of the claim's entities; the kg channel's latency.
 - Build cost: the store built with and without its triples (in-process builds, so the two differ only in the
-  triples), on the gensim dump and on the ingest bench's x20 dump.
+  triples), and with the kg channel (its graph arrays), on the gensim dump and on the ingest bench's x20 dump.
 
 The retrieval bench's indexes are reused when present (copied, then given their triples the way a build makes
 them: `indexer.store_writer.fill_triples`); otherwise built here.
@@ -144,21 +144,21 @@ def _multihop(index: Path, questions: list[str]) -> dict[str, list[list[str]]]:
     return out
 
 
-def _store_seconds(dump: Path, out: Path, *, triples: bool, keep: bool = False) -> float:
-    """Wall time of an in-process store build (no search index), with or without its triples (``keep``: leave the
-    store in ``out/store-kg``)."""
+def _store_seconds(dump: Path, out: Path, *, triples: bool, keep: bool = False, kg: bool = False) -> float:
+    """Wall time of an in-process store build (no search index), with or without its triples, or with the kg
+    channel (``kg``: its graph arrays written with the lookups); ``keep``: leave the store in ``out/store-kg``."""
     from unittest import mock
 
     from indexer import store_writer
     from indexer.build import build_index
 
-    target = out / f"store-{'kg' if triples else 'plain'}"
+    target = out / ("store-kg" if kg else f"store-{'triples' if triples else 'plain'}")
     shutil.rmtree(target, ignore_errors=True)
     skip_fill = mock.patch.object(store_writer, "fill_triples", lambda con: con.execute("DROP TABLE _triple_raw"))
     skip_pages = mock.patch.object(store_writer, "_fill_triples", lambda *a: None)
     t0 = time.perf_counter()
-    if triples:
-        build_index([dump], target, indexes=(), workers=1)
+    if triples or kg:
+        build_index([dump], target, indexes=("kg",) if kg else (), workers=1)
     else:
         with skip_fill, skip_pages:
             build_index([dump], target, indexes=(), workers=1)
@@ -169,19 +169,21 @@ def _store_seconds(dump: Path, out: Path, *, triples: bool, keep: bool = False) 
 
 
 def build_cost(shared: Path, out: Path, *, repeats: int = 3) -> list[list[Any]]:
-    """Store build seconds without and with the triples, best of ``repeats`` turns, each turn one build of each (so
-    a drift of the shared machine weighs on both alike); the last build with triples is kept for
-    :func:`scale_latency`."""
+    """Store build seconds without and with the triples, and with the kg channel's graph arrays too, best of
+    ``repeats`` turns, each turn one build of each (so a drift of the shared machine weighs on all alike); the last
+    build with the kg channel is kept for :func:`scale_latency`."""
     from benchmarks.bench_ingest import make_dumps
 
     x20, _ = make_dumps(shared, out.parent / "ingest")
     rows = []
     for name, dump in (("gensim (206 pages)", shared / GENSIM), ("gensim x20", x20)):
-        plain, full = [], []
+        plain, full, channel = [], [], []
         for turn in range(repeats):
             plain.append(_store_seconds(dump, out, triples=False))
-            full.append(_store_seconds(dump, out, triples=True, keep=turn == repeats - 1))
-        rows.append([name, min(plain), min(full), (min(full) - min(plain)) / min(plain) * 100])
+            full.append(_store_seconds(dump, out, triples=True))
+            channel.append(_store_seconds(dump, out, triples=True, kg=True, keep=turn == repeats - 1))
+        p, f, c = min(plain), min(full), min(channel)
+        rows.append([name, p, f, (f - p) / p * 100, c, (c - f) / f * 100])
     return rows
 
 
@@ -276,8 +278,11 @@ def _report(table, mw, mo, cost, indexes, n_multihop) -> str:
         f"{mo[f'all@{MULTIHOP_K}']:.3f} without kg, {mw[f'all@{MULTIHOP_K}']:.3f} with kg (as a channel and its "
         f"paths' pages as bridges); any-gold R@{MULTIHOP_K} {mo[f'R@{MULTIHOP_K}']:.3f} -> {mw[f'R@{MULTIHOP_K}']:.3f}.\n\n"
         "Build cost of `triples`: in-process store builds (workers=1, no search index) without and with the triples "
-        "(page extraction in the cleaner and the final resolve), best of 3 turns, each turn one build of each.\n\n"
-        + md_table(["dump", "store s without", "store s with", "cost %"], cost)
+        "(page extraction in the cleaner and the final resolve), and with the kg channel (`--indexes kg`: its graph "
+        "arrays written into `lookups/`), best of 3 turns, each turn one build of each.\n\n"
+        + md_table(
+            ["dump", "store s without", "store s with", "cost %", "with kg channel s", "kg channel % of store"], cost
+        )
         + f"\n\nTriples of the text corpora (titles named in sentences, as they have no links), added to the "
         f"retrieval bench's stores: {', '.join(f'{n} {s:.2f} s' for n, s in fill.items() if s is not None)}.\n"
     )

@@ -208,6 +208,7 @@ def _build_into(tmp: Path, out: Path, paths: list[Path], plan: _Plan, started: f
         max_page_chars=plan.max_page_chars,
         passage_words=plan.passage_words,
         build_info=(build_id, _iso(started)),
+        graph="kg" in plan.indexes,
     )
     ingest_seconds = time.time() - started
     built = _build_channels(tmp, out, plan, build_id)
@@ -373,9 +374,11 @@ def _ingest(
     max_page_chars: int,
     passage_words: int,
     build_info: tuple[str, str] | None = None,
+    graph: bool = False,
 ) -> dict[str, Any]:
     """Read every input into the store; returns the writer's counts plus the readers (for their stats).
-    ``build_info`` (build id, start time) goes into the store's ``build_info`` table."""
+    ``build_info`` (build id, start time) goes into the store's ``build_info`` table; ``graph``: write the kg
+    channel's arrays with the lookups."""
     from tqdm import tqdm
 
     readers: list[InputReader] = []
@@ -418,8 +421,9 @@ def _ingest(
         bar.close()
     if result["counts"]["pages"] == 0 and result["counts"]["redirects"] == 0:
         raise InputError(f"no pages found in namespace(s) {namespaces}", path=", ".join(str(p) for p in paths))
-    logger.info("writing the lookup tables")
-    result["lookups"] = lookups.build(db_path, db_path.parent / LOOKUPS_DIR, build_info[0] if build_info else None)
+    logger.info("writing the lookup tables" + (" and the kg channel's graph arrays" if graph else ""))
+    build_id = build_info[0] if build_info else None
+    result["lookups"] = lookups.build(db_path, db_path.parent / LOOKUPS_DIR, build_id, graph=graph)
     result["readers"] = readers
     return result
 
@@ -674,9 +678,9 @@ def _jsonable(value: Any) -> Any:
 
 # Bytes on disk per passage of each part of the index, and peak RSS of the build: measured by
 # benchmarks/bench_scale.py on enwiki-shaped dumps (benchmarks/RESULTS.md, "Scale").
-# The store includes its triples and its lookups/ (~250 bytes a passage at 1M passages, 190 of them the graph
-# arrays): 1.34 GB at 1M passages. kg builds nothing more.
-DISK_PER_PASSAGE = {"store": 1350, "bm25": 950, "tfidf": 1300, "dense": 1600, "kg": 0}
+# The store includes its triples and its lookups/ (~60 bytes a passage at 1M passages): 1.15 GB at 1M passages;
+# kg adds the graph arrays to lookups/ (187 MB at 1M).
+DISK_PER_PASSAGE = {"store": 1150, "bm25": 950, "tfidf": 1300, "dense": 1600, "kg": 200}
 TEMP_DISK_SHARE = 0.5  # spill files, the Lucene merge and the old index beside the new one, over the final size
 RAM_BASE_MB = 1500  # the build process, the JVM and DuckDB before the corpus grows them
 RAM_PER_WORKER_MB = 250

@@ -20,8 +20,8 @@ Files in ``DIR/lookups/``:
   ``lead.page_id.npy`` (sorted), ``lead.passage_id.npy``, ``lead.titles.bin``, ``lead.title_offsets.npy``;
 - each passage's page-level sentence ids, which are consecutive: ``sentences.first.npy`` and
   ``sentences.count.npy`` (int32, by passage id; written only when every passage's ids are consecutive);
-- the facts of ``triples`` by subject, ``graph.*`` (:mod:`indexer.graph_lookups`; absent from lookups written
-  before them, whose facts the kg channel reads in SQL);
+- the facts of ``triples`` by subject, ``graph.*`` (:mod:`indexer.graph_lookups`), when the index is built with
+  the kg channel (without them, as in lookups written before them, the channel reads the facts in SQL);
 - ``params.json``, naming the build: files of another build are not used.
 """
 
@@ -90,8 +90,9 @@ class Entry:
 # -- writing ------------------------------------------------------------------------------------------------------
 
 
-def build(db_path: Path, folder: Path, build_id: str | None) -> dict[str, int]:
-    """Write the lookups of the finished store at ``db_path`` into ``folder``; returns their entry counts."""
+def build(db_path: Path, folder: Path, build_id: str | None, *, graph: bool = True) -> dict[str, int]:
+    """Write the lookups of the finished store at ``db_path`` into ``folder``; returns their entry counts.
+    ``graph``: the kg channel's arrays too (built when the index has that channel)."""
     import duckdb
 
     from indexer.store_writer import _sql_string
@@ -102,12 +103,12 @@ def build(db_path: Path, folder: Path, build_id: str | None) -> dict[str, int]:
         con.execute(f"SET temp_directory = {_sql_string(str(db_path) + '.tmp')}")
         con.execute(f"ATTACH {_sql_string(str(db_path))} AS store (READ_ONLY)")
         con.execute("USE store")
-        return write(con, folder, build_id)
+        return write(con, folder, build_id, graph=graph)
     finally:
         con.close()
 
 
-def write(con: Any, folder: Path, build_id: str | None) -> dict[str, int]:
+def write(con: Any, folder: Path, build_id: str | None, *, graph: bool = True) -> dict[str, int]:
     """Write the lookups of the store ``con`` (a DuckDB connection) into ``folder``; returns their entry counts.
 
     Streams the rows: in memory are only the title keys' hashes and fixed-size columns (17 bytes a key) and the
@@ -118,7 +119,8 @@ def write(con: Any, folder: Path, build_id: str | None) -> dict[str, int]:
         counts[space] = _write_space(con, folder, space)
     counts["lead"] = _write_leads(con, folder)
     counts["sentences"] = _write_sentence_ranges(con, folder)
-    counts["graph"] = graph_lookups.write(con, folder)
+    if graph:
+        counts["graph"] = graph_lookups.write(con, folder)
     atomic_write_json(
         folder / PARAMS_FILE,
         {"kind": "lookups", "format_version": FORMAT_VERSION, "build_id": build_id, "keys": counts},

@@ -1,5 +1,6 @@
-"""The store's ``triples`` by subject as mmap'd arrays (``lookups/graph.*``, issue 24): the kg channel reads a
-page's facts from them with the answers, and the order, of its SQL over the store."""
+"""The store's ``triples`` by subject as mmap'd arrays (``lookups/graph.*``, written by builds with the kg channel,
+issue 24): the kg channel reads a page's facts from them with the answers, and the order, of its SQL over the
+store."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ import pytest
 import backends.kg as kg
 from indexer import lookups
 from indexer.store import Store
+from tests.conftest import GENSIM_DUMP
 from wikiground.layout import LOOKUPS_DIR, PARAMS_FILE
+
+
+@pytest.fixture(scope="module")
+def kg_store(tmp_path_factory):
+    """The gensim fixture dump built with the kg channel (it has no folder: its arrays go into lookups/)."""
+    from indexer.build import build_index
+
+    out = tmp_path_factory.mktemp("kg") / "index"
+    build_index([GENSIM_DUMP], out, indexes=("kg",))
+    return out
 
 
 def _without_graph(store: Store, fn):
@@ -24,16 +36,20 @@ def _without_graph(store: Store, fn):
         store._lookups.graph = saved
 
 
-def test_written_with_the_lookups(gensim_store):
-    params = json.loads((gensim_store / LOOKUPS_DIR / PARAMS_FILE).read_text())
-    with Store.open(gensim_store) as store:
+def test_written_with_the_kg_channel_only(kg_store, gensim_store):
+    params = json.loads((kg_store / LOOKUPS_DIR / PARAMS_FILE).read_text())
+    with Store.open(kg_store) as store:
         assert store.graph is not None
         assert params["keys"]["graph"] == len(store.graph) == store.count("triples") > 1000
+    with Store.open(gensim_store) as plain:  # built without kg: the channel reads the triples in SQL
+        assert plain._lookups is not None and plain.graph is None
+        assert not list((gensim_store / LOOKUPS_DIR).glob("graph.*"))
+        assert "graph" not in json.loads((gensim_store / LOOKUPS_DIR / PARAMS_FILE).read_text())["keys"]
 
 
-def test_facts_as_in_the_store(gensim_store):
+def test_facts_as_in_the_store(kg_store):
     """Every subject's facts, in the SQL's order, with where their sentence lies."""
-    with Store.open(gensim_store) as store:
+    with Store.open(kg_store) as store:
         graph = store.graph
         subjects = [r[0] for r in store.rows("SELECT DISTINCT subject_page_id FROM triples ORDER BY 1")]
         for at in range(0, len(subjects), 25):
@@ -50,10 +66,10 @@ def test_facts_as_in_the_store(gensim_store):
         assert any(r[8] for r in facts) and any(r[5] == "infobox" for r in facts)
 
 
-def test_facts_reaching_as_in_the_store(gensim_store):
+def test_facts_reaching_as_in_the_store(kg_store):
     """Hop 2: the facts reaching an entity, or whose object or relation a claim's word starts, up to a limit."""
     rng = random.Random(24)
-    with Store.open(gensim_store) as store:
+    with Store.open(kg_store) as store:
         graph = store.graph
         subjects = [r[0] for r in store.rows("SELECT DISTINCT subject_page_id FROM triples ORDER BY 1")]
         objects = [r[0] for r in store.rows("SELECT DISTINCT object_title FROM triples")]
@@ -75,7 +91,7 @@ def test_facts_reaching_as_in_the_store(gensim_store):
         assert graph.facts_reaching(subjects, [], None, 10) == []
 
 
-def test_kg_channel_answers_alike_without_the_graph(gensim_store):
+def test_kg_channel_answers_alike_without_the_graph(kg_store):
     claims = [
         "Aristotle was influenced by Plato and Socrates.",
         "Aristotle was born in Stagira.",
@@ -84,7 +100,7 @@ def test_kg_channel_answers_alike_without_the_graph(gensim_store):
         "Achilles fought in the Trojan War.",
         "Albedo is the fraction of light that a surface reflects.",
     ]
-    with Store.open(gensim_store) as store:
+    with Store.open(kg_store) as store:
         channel = kg.KgBackend(store)
         for claim in claims:
             got = channel.search(claim, 20)
@@ -92,26 +108,26 @@ def test_kg_channel_answers_alike_without_the_graph(gensim_store):
         assert any(hit.triples for hit in channel.search(claims[0], 20))
 
 
-def test_lookups_without_graph_files_still_serve_titles(gensim_store, tmp_path):
+def test_lookups_without_graph_files_still_serve_titles(kg_store, tmp_path):
     """Lookups written before the graph arrays: titles from the lookups, facts from the store."""
     out = tmp_path / "index"
-    shutil.copytree(gensim_store, out)
+    shutil.copytree(kg_store, out)
     folder = out / LOOKUPS_DIR
     for f in folder.glob("graph.*"):
         f.unlink()
     params = json.loads((folder / PARAMS_FILE).read_text())
     del params["keys"]["graph"]
     (folder / PARAMS_FILE).write_text(json.dumps(params))
-    with Store.open(out) as old, Store.open(gensim_store) as new:
+    with Store.open(out) as old, Store.open(kg_store) as new:
         assert old._lookups is not None and old.graph is None
         claim = "Aristotle was influenced by Plato."
         assert kg.KgBackend(old).search(claim, 10) == kg.KgBackend(new).search(claim, 10)
 
 
 @pytest.mark.parametrize("name", ["graph.object.npy", "graph.objects.bin", "graph.subject_start.npy"])
-def test_cut_graph_files_are_not_used(gensim_store, tmp_path, name, caplog):
+def test_cut_graph_files_are_not_used(kg_store, tmp_path, name, caplog):
     out = tmp_path / "index"
-    shutil.copytree(gensim_store, out)
+    shutil.copytree(kg_store, out)
     path = out / LOOKUPS_DIR / name
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with Store.open(out) as store:
@@ -120,11 +136,11 @@ def test_cut_graph_files_are_not_used(gensim_store, tmp_path, name, caplog):
     assert LOOKUPS_DIR in caplog.text
 
 
-def test_no_graph_when_a_sentence_span_is_ambiguous(gensim_store, tmp_path, caplog):
+def test_no_graph_when_a_sentence_span_is_ambiguous(kg_store, tmp_path, caplog):
     import duckdb
 
     out = tmp_path / "store.duckdb"
-    shutil.copy(gensim_store / "wiki.duckdb", out)
+    shutil.copy(kg_store / "wiki.duckdb", out)
     con = duckdb.connect(str(out))
     try:
         con.execute(
