@@ -421,11 +421,14 @@ def _ingest(
         bar.close()
     if result["counts"]["pages"] == 0 and result["counts"]["redirects"] == 0:
         raise InputError(f"no pages found in namespace(s) {namespaces}", path=", ".join(str(p) for p in paths))
-    logger.info("writing the lookup tables" + (" and the kg channel's graph arrays" if graph else ""))
-    build_id = build_info[0] if build_info else None
-    result["lookups"] = lookups.build(db_path, db_path.parent / LOOKUPS_DIR, build_id, graph=graph)
+    result["lookups"] = _write_lookups(db_path, build_info[0] if build_info else None, graph=graph)
     result["readers"] = readers
     return result
+
+
+def _write_lookups(db_path: Path, build_id: str | None, *, graph: bool) -> dict[str, int]:
+    logger.info("writing the lookup tables" + (" and the kg channel's graph arrays" if graph else ""))
+    return lookups.build(db_path, db_path.parent / LOOKUPS_DIR, build_id, graph=graph)
 
 
 _Task = tuple[InputReader, Callable[..., RowBatch], tuple]
