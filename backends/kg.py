@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.title import MAX_QUERY_CHARS, TitleBackend
+from indexer.graph_lookups import FACT_ORDER
 from indexer.store import Store, in_keys
 from retriever.entities import STOPWORDS, Mention
 from wikiground.records import Hit
@@ -123,8 +124,7 @@ class KgPath:
 # groups' min/max find a page's facts; the `sentences` view would read every passage of the store. In one total
 # order: a parallel scan returns rows in any order, and the first MAX_HOP2 of them would differ from run to run.
 _COLUMNS = "subject_page_id, subject_title, relation, object_title, object_page_id, source, passage_id, sentence_id"
-# The graph lookups hold the facts in this order too (indexer.graph_lookups.FACT_ORDER).
-_ORDER = "subject_page_id, source, relation, object_title, passage_id, sentence_id, object_page_id"
+_ORDER = ", ".join(FACT_ORDER)  # the graph lookups hold the facts in this order too
 
 
 def _hop1_sql(entity_ids: list[int]) -> tuple[str, list]:

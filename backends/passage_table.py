@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from wikiground.errors import IndexCorruptError, InputError
-from wikiground.layout import atomic_write, save_npy
+from wikiground.layout import atomic_write, map_bytes, save_npy
 
 FILES = ("passage_page.npy", "page_ids.npy", "page_titles.bin", "page_title_offsets.npy")
 BATCH_ROWS = 100_000
@@ -81,10 +81,7 @@ class PassageTable:
             self.page_of = np.load(folder / "passage_page.npy", mmap_mode="r", allow_pickle=False)
             self.page_ids = np.load(folder / "page_ids.npy", mmap_mode="r", allow_pickle=False)
             self.offsets = np.load(folder / "page_title_offsets.npy", mmap_mode="r", allow_pickle=False)
-            size = (folder / "page_titles.bin").stat().st_size
-            self._titles = (
-                np.memmap(folder / "page_titles.bin", dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
-            )
+            self._titles = map_bytes(folder / "page_titles.bin")
         except (OSError, ValueError) as exc:
             raise IndexCorruptError(f"{folder}: passage table unreadable: {exc}") from exc
         if len(self.offsets) != len(self.page_ids) + 1:

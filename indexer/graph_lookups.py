@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from wikiground.layout import append_blobs, atomic_path, save_npy
+from wikiground.layout import append_blobs, atomic_path, map_bytes, save_npy
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +160,7 @@ def _open_columns(folder: Path, n: int) -> Iterator[dict[str, np.ndarray]]:
 class _Strings:
     def __init__(self, folder: Path, name: str):
         self.offsets = np.load(folder / f"{name}.offsets.npy", mmap_mode="r", allow_pickle=False)
-        path = folder / f"{name}.bin"
-        self.blob = np.memmap(path, dtype=np.uint8, mode="r") if path.stat().st_size else np.zeros(0, np.uint8)
+        self.blob = map_bytes(folder / f"{name}.bin")
         if int(self.offsets[-1]) != len(self.blob):
             raise ValueError(f"{name}: .bin does not end where its offsets do")
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from indexer import graph_lookups
-from wikiground.layout import PARAMS_FILE, append_blobs, atomic_path, atomic_write_json, save_npy
+from wikiground.layout import PARAMS_FILE, append_blobs, atomic_path, atomic_write_json, map_bytes, save_npy
 
 logger = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ class Lookups:
         self._lead_pages = np.load(folder / "lead.page_id.npy", mmap_mode="r", allow_pickle=False)
         self._lead_passages = np.load(folder / "lead.passage_id.npy", mmap_mode="r", allow_pickle=False)
         self._lead_offsets = np.load(folder / "lead.title_offsets.npy", mmap_mode="r", allow_pickle=False)
-        self._lead_titles = _bytes(folder / "lead.titles.bin")
+        self._lead_titles = map_bytes(folder / "lead.titles.bin")
         if not (len(self._lead_pages) == len(self._lead_passages) == len(self._lead_offsets) - 1):
             raise ValueError("lead: arrays of different lengths")
         if int(self._lead_offsets[-1]) != len(self._lead_titles):
@@ -334,7 +334,7 @@ class _Space:
         self.offsets = load("offsets")
         path = folder / f"{space}.records.bin"
         size = path.stat().st_size
-        self.records = _bytes(path)
+        self.records = map_bytes(path)
         n = len(self.hash)
         if not (len(self.row) == len(self.page_id) == len(self.flags) == n and len(self.offsets) == n + 1):
             raise ValueError(f"{space}: arrays of different lengths")
@@ -362,8 +362,3 @@ class _Space:
                 )
             i += 1
         return None
-
-
-def _bytes(path: Path) -> np.ndarray:
-    """A file's bytes, memory-mapped (numpy cannot map an empty file)."""
-    return np.memmap(path, dtype=np.uint8, mode="r") if path.stat().st_size else np.zeros(0, dtype=np.uint8)

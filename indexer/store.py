@@ -518,10 +518,8 @@ class Store:
             return {pid: (p.passage_id, p.title) for pid, p in self.lead_passages(ids).items()}
         out = self._lookups.leads(ids)
         keys, params = in_keys(ids)
-        for con in self._cons():  # the delta after the main store: a page fetched live since the build wins
-            if con is not self._main:
-                rows = con.cursor().execute(_LEAD_SQL.format(keys=keys), params).fetchall()
-                out.update({int(r[1]): (int(r[0]), r[4]) for r in rows})
+        # The delta after the main store: a page fetched live since the build wins.
+        out.update({int(r[1]): (int(r[0]), r[4]) for r in self.delta_rows(_LEAD_SQL.format(keys=keys), params)})
         return out
 
     def sentences(self, passage_id: int) -> list[tuple[int, int, str]]:

@@ -141,6 +141,13 @@ def save_npy(path: str | Path, array: Any) -> None:
         np.save(f, array, allow_pickle=False)
 
 
+def map_bytes(path: str | Path) -> Any:
+    """A file's bytes as a read-only uint8 memory map (an empty array for an empty file, which numpy cannot map)."""
+    import numpy as np
+
+    return np.memmap(path, dtype=np.uint8, mode="r") if Path(path).stat().st_size else np.zeros(0, dtype=np.uint8)
+
+
 def append_blobs(out: Any, blobs: list[bytes], offsets: list[Any], end: int) -> int:
     """Write ``blobs`` to the file ``out``, add their end offsets (an int64 array) to ``offsets``; returns the new
     end. A list of strings as plain files: the blobs concatenated, and the offsets where each ends."""
