@@ -132,15 +132,15 @@ def test_assemble_refuses_gap(built, tmp_path):
 
 
 def test_approximate_index_path(built, tmp_path, backend):
-    """Above exact_threshold: IVF-SQ8 (mmap-loaded) + exact re-rank gives the exact top results here."""
+    """Above exact_threshold: IVF fast-scan (lists mmap-loaded) + exact re-rank gives the exact top results here."""
     from backends import dense
 
     root = built[0]
     out = tmp_path / "dense"
     shutil.copytree(root / "dense" / "shards", out / "shards")
     params = dense.assemble(root / "wiki.duckdb", out, exact_threshold=100, nprobe=4)
-    assert params["index_type"] == "ivf_pq+rerank" and params["nlist"] >= 2
-    assert (out / "ivf_pq.faiss").is_file()
+    assert params["index_type"] == "ivf_pq4fs+rerank" and params["nlist"] >= 2
+    assert (out / "ivf_pq4fs.faiss").is_file() and (out / "ivf_pq4fs.lists").is_file()
     approx = dense.load(out)
     assert approx.ivf is not None and approx.ivf.ntotal == len(built[1])
     recall = []

@@ -1,5 +1,6 @@
-"""Dense IVF-PQ (backends/dense/ivf.py): the switch above a lowered threshold, PQ sizing, nprobe chosen for
-recall@10 >= 0.95 and stored, memory-mapped loading, and old IVF-SQ8 indexes still loading.
+"""Dense IVF (backends/dense/ivf.py, 4-bit PQ fast-scan): the switch above a lowered threshold, PQ sizing, nprobe
+chosen for recall@10 >= 0.95 and stored, the lists memory-mapped from their own file (the same answers as in RAM,
+a cut file refused), and old IVF-PQ and IVF-SQ8 indexes still loading.
 
 Two data sets: cheap synthetic vectors shaped like the scale benchmark's (passages as normalised mixtures
 of 3-5 "sentence" vectors) for the recall checks, and real MiniLM vectors of HotpotQA abstracts for the
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,14 +50,17 @@ def test_pq_params_and_size(synth):
     from backends.dense import ivf
 
     folder, vecs, _, params = synth
-    assert params["index_type"] == "ivf_pq+rerank" and params["ivf_file"] == "ivf_pq.faiss"
-    assert params["pq_m"] == 64 and params["pq_bits"] == 8 and params["bytes_per_vector"] == 72
+    assert params["index_type"] == "ivf_pq4fs+rerank" and params["ivf_file"] == "ivf_pq4fs.faiss"
+    assert params["lists_file"] == "ivf_pq4fs.lists"
+    assert params["pq_m"] == 96 and params["pq_bits"] == 4 and params["bytes_per_vector"] == 56
     assert params["nlist"] == ivf.default_nlist(N_SYNTH) and params["train_vectors"] <= N_SYNTH
-    size = (folder / "ivf_pq.faiss").stat().st_size
-    # codes + ids, coarse centroids and PQ codebooks: no float vectors
-    fixed = params["nlist"] * DIM * 4 + 64 * 256 * (DIM // 64) * 4
-    assert size == params["index_bytes"] and 0 <= size - (N_SYNTH * 72 + fixed) < 20_000
-    assert ivf.estimate(N_SYNTH)["index_bytes"] == N_SYNTH * 72 + fixed
+    lists = (folder / "ivf_pq4fs.lists").stat().st_size
+    # codes + ids in whole blocks of 32 (each list's last one partly empty): no float vectors
+    assert N_SYNTH * 56 <= lists < (N_SYNTH + 32 * params["nlist"]) * 56
+    size = lists + (folder / "ivf_pq4fs.faiss").stat().st_size
+    assert size == params["index_bytes"]
+    fixed = params["nlist"] * DIM * 4 + 96 * 16 * (DIM // 96) * 4  # coarse centroids, PQ codebooks
+    assert abs(ivf.estimate(N_SYNTH)["index_bytes"] - size) < 0.15 * (size - fixed)
 
 
 def test_nprobe_chosen_for_recall(synth):
@@ -76,6 +81,8 @@ def test_mmap_load_and_recall_on_new_queries(synth):
     index = ivf.load(folder, {**params, "count": N_SYNTH})
     lists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(index).invlists)
     assert isinstance(lists, faiss.OnDiskInvertedLists)  # mapped from the file, not copied into RAM
+    assert str(folder / "ivf_pq4fs.lists") in Path("/proc/self/maps").read_text()
+    assert lists.prefetch_nthread == 0  # no prefetch threads started by each search
     assert faiss.extract_index_ivf(index).nprobe == params["nprobe"]
     found, scores = ivf.search(index, ivf.RowReader(folder / "vectors.npy"), queries, 10)
     truth = ivf.exact_top(vecs, queries, 10)
@@ -100,7 +107,7 @@ def test_sizing_for_whole_wikipedia():
     from backends.dense import ivf
 
     est = ivf.estimate(40_000_000)
-    assert est["bytes_per_vector"] == 72
+    assert est["bytes_per_vector"] == 56
     assert est["query_resident_bytes"] <= 4 * 10**9 and est["build_ram_bytes"] <= 8 * 10**9
 
 
@@ -113,7 +120,7 @@ def test_resource_check_says_so_before_building(synth, tmp_path, monkeypatch):
     monkeypatch.setattr(ivf, "_mem_available", lambda: 1 << 20)
     with pytest.raises(BuildError, match=r"needs ~[0-9.]+ GB of RAM, 0\.0 GB available"):
         ivf.build(tmp_path / "vectors.npy", tmp_path)
-    assert not (tmp_path / "ivf_pq.faiss").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vectors.npy"]
 
 
 def test_row_reader(synth, tmp_path):
@@ -146,8 +153,9 @@ def test_backend_switches_to_ivf_pq(real):
 
     root, exact, params = real
     stored = json.loads((root / "ivf" / "params.json").read_text())
-    assert stored == params and params["index_type"] == "ivf_pq+rerank" and params["recall_at_10"] >= 0.95
-    assert (root / "ivf" / "ivf_pq.faiss").is_file() and not (root / "exact" / "ivf_pq.faiss").exists()
+    assert stored == params and params["index_type"] == "ivf_pq4fs+rerank" and params["recall_at_10"] >= 0.95
+    assert (root / "ivf" / "ivf_pq4fs.faiss").is_file() and (root / "ivf" / "ivf_pq4fs.lists").is_file()
+    assert not (root / "exact" / "ivf_pq4fs.faiss").exists() and not (root / "exact" / "ivf_pq4fs.lists").exists()
     approx = dense.load(root / "ivf")
     assert approx.ivf is not None and approx.ivf.ntotal == 200
     for query, title in PARAPHRASES:
@@ -226,3 +234,59 @@ def test_assemble_tunes_on_a_queries_file(real, tmp_path):
     bad.write_text('{"claim": \n')
     with pytest.raises(BuildError, match=r"bad.jsonl:1: not JSON"):
         dense.read_tune_queries(bad)
+
+
+def test_mapped_lists_answer_as_in_ram(synth, tmp_path):
+    """The lists written to their own file and mapped give the answers the index gave with its lists in RAM."""
+    from backends.dense import ivf
+
+    folder, vecs, queries, params = synth
+    index, _ = ivf._train(vecs, params["nlist"], ivf.PQ_M, 1234)
+    ivf._add(index, vecs)
+    rows = ivf.RowReader(folder / "vectors.npy")
+    in_ram = [ivf.search(index, rows, queries, 10, nprobe=p) for p in (1, 8, params["nlist"])]
+    ivf._write_lists(index, tmp_path)
+    import faiss
+
+    faiss.write_index(index, str(tmp_path / ivf.IVF_FILE))
+    mapped = ivf.load(tmp_path, {"index_type": ivf.INDEX_TYPE, "count": N_SYNTH})
+    for p, (ids, scores) in zip((1, 8, params["nlist"]), in_ram):
+        got_ids, got_scores = ivf.search(mapped, rows, queries, 10, nprobe=p)
+        np.testing.assert_array_equal(got_ids, ids)
+        np.testing.assert_array_equal(got_scores, scores)
+
+
+def test_cut_or_missing_lists_file_refused(synth, tmp_path):
+    from backends.dense import ivf
+    from wikiground.errors import IndexCorruptError
+
+    folder, _, _, params = synth
+    for name in ("ivf_pq4fs.faiss", "ivf_pq4fs.lists"):
+        shutil.copy(folder / name, tmp_path / name)
+    lists = tmp_path / "ivf_pq4fs.lists"
+    with open(lists, "r+b") as fh:
+        fh.truncate(lists.stat().st_size - 100)
+    with pytest.raises(IndexCorruptError, match=r"ivf_pq4fs\.lists: .* bytes, the index expects"):
+        ivf.load(tmp_path, {**params, "count": N_SYNTH})
+    lists.unlink()
+    with pytest.raises(IndexCorruptError, match=r"ivf_pq4fs\.lists: missing"):
+        ivf.load(tmp_path, {**params, "count": N_SYNTH})
+
+
+def test_old_ivf_pq_index_still_loads(synth, tmp_path):
+    """An index of the previous format (8-bit PQ64, lists inside ivf_pq.faiss) is mapped and searched as before."""
+    import faiss
+
+    from backends.dense import ivf
+
+    folder, vecs, queries, params = synth
+    old = faiss.IndexIVFPQ(faiss.IndexFlatIP(DIM), DIM, 8, 64, 8, faiss.METRIC_INNER_PRODUCT)
+    old.pq.cp.niter = 4
+    old.train(vecs)
+    old.add(vecs)
+    faiss.write_index(old, str(tmp_path / "ivf_pq.faiss"))
+    loaded = ivf.load(tmp_path, {"index_type": "ivf_pq+rerank", "count": N_SYNTH, "nprobe": 8})
+    lists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(loaded).invlists)
+    assert isinstance(lists, faiss.OnDiskInvertedLists) and lists.prefetch_nthread == 0
+    found, _ = ivf.search(loaded, ivf.RowReader(folder / "vectors.npy"), queries, 10)
+    assert ivf.recall_at(found, ivf.exact_top(vecs, queries, 10), 10) >= 0.9  # every list probed

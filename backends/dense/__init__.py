@@ -1,8 +1,9 @@
-"""Dense retrieval: MiniLM passage embeddings, exact or FAISS IVF-PQ with exact re-ranking.
+"""Dense retrieval: MiniLM passage embeddings, exact or FAISS IVF (4-bit PQ fast-scan) with exact re-ranking.
 
 Folder layout (``out_dir``): ``vectors.npy`` (float32 N x 384, L2-normalised, row = passage id),
-the passage table files (see passage_table.py), ``ivf_pq.faiss`` (backends/dense/ivf.py; ``ivf_sq8.faiss``
-in older builds) when the corpus has at least ``exact_threshold`` passages, and ``params.json``
+the passage table files (see passage_table.py), ``ivf_pq4fs.faiss`` and its lists ``ivf_pq4fs.lists``
+(backends/dense/ivf.py; ``ivf_pq.faiss`` or ``ivf_sq8.faiss`` in older builds) when the corpus has at least
+``exact_threshold`` passages, and ``params.json``
 (written last: its presence marks a complete index). While building, ``shards/`` holds the resumable
 embedding shards (indexer/embed.py).
 
@@ -37,7 +38,6 @@ RERANK_FACTOR = 10  # approximate path: candidates = k * RERANK_FACTOR, re-score
 MIN_CANDIDATES = 100
 SCORE_BLOCK_ROWS = 262_144  # bounds the (rows x queries) score block in memory
 VECTORS_FILE = "vectors.npy"
-IVF_FILE = "ivf_sq8.faiss"
 SHARDS_DIR = "shards"
 IDS_FILE = "ids.npy"  # scope "leads": the passage id of each row of vectors.npy
 
@@ -89,8 +89,8 @@ def _build_ivf(
     tune_queries: Path | None = None,
     encoder_backend: str | None = None,
 ) -> dict:
-    """IVF-PQ over ``out_dir/vectors.npy`` (backends/dense/ivf.py); returns its params.json entries. ``nprobe`` is
-    chosen on the encoded ``tune_queries`` when given, else on held-out rows."""
+    """The IVF index over ``out_dir/vectors.npy`` (backends/dense/ivf.py); returns its params.json entries.
+    ``nprobe`` is chosen on the encoded ``tune_queries`` when given, else on held-out rows."""
     from backends.dense import ivf
 
     vectors = None
@@ -102,14 +102,14 @@ def _build_ivf(
     params = ivf.build(
         out_dir / VECTORS_FILE, out_dir, nlist=nlist, nprobe=nprobe, threads=threads, tune_queries=vectors
     )
-    _remove_ivf(out_dir, keep=params["ivf_file"])
+    _remove_ivf(out_dir, keep=(params["ivf_file"], params["lists_file"]))
     return params
 
 
-def _remove_ivf(out_dir: Path, keep: str | None = None) -> None:
+def _remove_ivf(out_dir: Path, keep: tuple[str, ...] = ()) -> None:
     from backends.dense import ivf
 
-    for name in set(ivf.INDEX_FILES.values()) - {keep}:
+    for name in set(ivf.ALL_FILES) - set(keep):
         (out_dir / name).unlink(missing_ok=True)
 
 
@@ -256,8 +256,8 @@ def build(
 
 
 def _manifest_entry(params: dict, *, seconds: float) -> dict:
-    engines = {"exact": "exact numpy", "ivf_sq8+rerank": "faiss IVF-SQ8"}
-    engine = engines.get(params["index_type"], "faiss IVF-PQ")
+    engines = {"exact": "exact numpy", "ivf_sq8+rerank": "faiss IVF-SQ8", "ivf_pq+rerank": "faiss IVF-PQ"}
+    engine = engines.get(params["index_type"], "faiss IVF-PQ fast-scan")
     return {
         "type": NAME,
         "engine": f"{params['model']} ({params['encoder_backend']}) + {engine}",

@@ -1,16 +1,23 @@
-"""Approximate dense search for large corpora: FAISS IVF-PQ, memory-mapped, with exact re-ranking.
+"""Approximate dense search for large corpora: FAISS IVF with 4-bit PQ fast-scan, memory-mapped, with exact
+re-ranking.
 
-Sizing (dim 384, the defaults): each vector costs ``PQ_M`` = 64 bytes of PQ code plus an 8-byte id in the
-inverted lists, 72 bytes in all, against 384 + 8 for IVF-SQ8 and 1,536 for the float32 rows. At 40M vectors
-that is 2.9 GB of lists, plus 39 MB of coarse centroids (nlist = 4 sqrt(N) ~ 25k) and 0.4 MB of PQ
-codebooks: :func:`estimate` gives the figures for any N. The lists are memory-mapped (``IO_FLAG_MMAP``):
-only the lists a query probes are read, and the resident set is bounded by the index file.
+Sizing (dim 384, the defaults): each vector costs ``PQ_M`` = 96 four-bit codes (48 bytes) plus an 8-byte id in
+the inverted lists, 56 bytes in all, against 64 + 8 for 8-bit PQ64, 384 + 8 for IVF-SQ8 and 1,536 for the
+float32 rows. At 40M vectors that is 2.2 GB of lists, plus 39 MB of coarse centroids (nlist = 4 sqrt(N) ~ 25k)
+and 24 KB of PQ codebooks: :func:`estimate` gives the figures for any N.
 
-Re-ranking: the PQ candidates (``rerank_factor`` x k, at least ``MIN_CANDIDATES``) are re-scored with the
-exact float32 rows of ``vectors.npy``. Those rows are read with ``pread`` (:class:`RowReader`), not through a
-memory map: a mapping would add every touched page to the process's RSS, up to the whole 61 GB file at 40M,
-whereas ``pread`` copies ~150 KB a query through the page cache, which the kernel reclaims as it needs. The
-file is flagged ``POSIX_FADV_RANDOM`` so that read-ahead does not pull in neighbouring rows.
+Fast-scan keeps each list's codes in blocks of 32 vectors laid out for SIMD lookups in registers, so a probed
+list is scanned several times faster than 8-bit PQ codes are, and 96 sub-quantizers of 4 dimensions order
+candidates better than 64 of 6 at 8 bits: at 1M vectors, recall@10 0.95 came at a third of IVF-PQ64x8's search
+time (benchmarks/RESULTS.md). FAISS reads fast-scan lists into RAM, so the build writes them to a file of their
+own (``LISTS_FILE``, the layout of FAISS's ``OnDiskInvertedLists``: each list's code blocks, then its ids) and
+:func:`load` maps it: only the lists a query probes are read, and the resident set is bounded by the files.
+
+Re-ranking: the PQ candidates (see :func:`candidates`) are re-scored with the exact float32 rows of
+``vectors.npy``. Those rows are read with ``pread`` (:class:`RowReader`), not through a memory map: a mapping
+would add every touched page to the process's RSS, up to the whole 61 GB file at 40M, whereas ``pread`` copies
+~450 KB a query through the page cache, which the kernel reclaims as it needs. The file is flagged
+``POSIX_FADV_RANDOM`` so that read-ahead does not pull in neighbouring rows.
 
 ``nprobe`` is chosen at build time: the smallest of :data:`NPROBE_LADDER` whose recall@10 against exact search
 (same re-ranking as the query path) reaches :data:`RECALL_TARGET`, measured on held-out rows (not in the
@@ -18,12 +25,13 @@ training sample) used as queries, each row's own id excluded from both result li
 caller gives (``tune_queries``: encoded queries of the kind the index serves). It is stored in ``params.json``
 with the recall it reached and the queries it was measured on.
 
-Indexes built before IVF-PQ (``index_type`` "ivf_sq8+rerank", file ``ivf_sq8.faiss``) load and search the
-same way. faiss is imported lazily: ``import backends.dense`` stays light.
+Indexes built before (``index_type`` "ivf_pq+rerank", 8-bit PQ in ``ivf_pq.faiss``; "ivf_sq8+rerank",
+``ivf_sq8.faiss``) load and search the same way. faiss is imported lazily: ``import backends.dense`` stays light.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 import os
@@ -39,26 +47,25 @@ from wikiground.layout import atomic_path
 
 log = logging.getLogger(__name__)
 
-INDEX_TYPE = "ivf_pq+rerank"
-IVF_PQ_FILE = "ivf_pq.faiss"
-INDEX_FILES = {INDEX_TYPE: IVF_PQ_FILE, "ivf_sq8+rerank": "ivf_sq8.faiss"}
-PQ_M = 64  # bytes of code per vector; must divide the dimension
-PQ_BITS = 8
+INDEX_TYPE = "ivf_pq4fs+rerank"
+IVF_FILE = "ivf_pq4fs.faiss"
+LISTS_FILE = "ivf_pq4fs.lists"  # the inverted lists of IVF_FILE, memory-mapped
+INDEX_FILES = {INDEX_TYPE: IVF_FILE, "ivf_pq+rerank": "ivf_pq.faiss", "ivf_sq8+rerank": "ivf_sq8.faiss"}
+ALL_FILES = (*INDEX_FILES.values(), LISTS_FILE)
+PQ_M = 96  # 4-bit sub-quantizers (4 dimensions each at dim 384); must divide the dimension
+PQ_BITS = 4  # fast-scan's code width
+BLOCK = 32  # vectors per fast-scan block (FAISS's bbs): a list's codes are stored in whole blocks
 ID_BYTES = 8  # FAISS stores an int64 id beside each code
+MIN_VECTORS = 64  # below this, exact search (the dense channel's default up to 1M vectors)
 TRAIN_PER_LIST = 64  # coarse k-means sample: FAISS needs >= 39 points per centroid
-# PQ codebooks: 256 centroids in each 6-dim subspace. FAISS's k-means is slow at such small dimensions
-# (its default 256 points per centroid and 25 iterations take minutes for 64 subspaces); this sample and
-# iteration count keep it under a minute, and re-ranking absorbs the small loss in code quality.
-PQ_TRAIN_PER_CENTROID = 64
-PQ_TRAIN_ITER = 10
-# PQ codes of 64 bytes misorder close neighbours: re-scoring 30k candidates exactly (300 rows for k = 10, ~450 KB
-# read) kept recall@10 0.95 at 1M vectors where 10k capped it at 0.93, for ~1 ms more a query.
+# Candidates re-scored exactly for the top 10: with 96 four-bit codes, 300 of them kept recall@10 at 0.95 at 1M
+# vectors (benchmarks/RESULTS.md); each costs a 1.5 KB row read.
 RERANK_FACTOR = 30
 MIN_CANDIDATES = 100
 RECALL_K = 10
 RECALL_TARGET = 0.95
 TUNE_QUERIES = 1000
-NPROBE_LADDER = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+NPROBE_LADDER = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
 ADD_BLOCK = 65_536
 TUNE_BLOCK_ROWS = 16_384  # bounds the (queries x rows) score block of the recall check
 RAM_MARGIN = 1.25  # allocator and OS slack over the arrays counted in estimate()
@@ -70,18 +77,19 @@ def default_nlist(n: int) -> int:
 
 
 def estimate(n: int, dim: int = 384, *, m: int = PQ_M, nlist: int | None = None) -> dict[str, int]:
-    """Bytes an IVF-PQ index of ``n`` vectors takes: on disk, resident at query time, and at peak while built."""
+    """Bytes an IVF index of ``n`` vectors takes: on disk, resident at query time, and at peak while built."""
     nlist = nlist or default_nlist(n)
-    lists = n * (m + ID_BYTES)
+    per_vector = m * PQ_BITS // 8 + ID_BYTES
+    lists = (n + nlist * BLOCK // 2) * per_vector  # each list's last block is half empty on average
     index = lists + nlist * dim * 4 + m * (1 << PQ_BITS) * (dim // m) * 4
     train = min(n, TRAIN_PER_LIST * nlist) * dim * 4
-    # Build: the lists (pre-sized, no growth slack), the training sample, one list number per vector,
-    # a block being encoded, and the exact scores of the recall check.
-    build = index + train + n * 4 + ADD_BLOCK * dim * 4 * 2 + min(n, TUNE_QUERIES) * TUNE_BLOCK_ROWS * 16
+    # Build: the lists in RAM (their ids in vectors that may have doubled), the training sample, a block being
+    # encoded, and the exact scores of the recall check.
+    build = index + n * ID_BYTES + train + ADD_BLOCK * dim * 4 * 2 + min(n, TUNE_QUERIES) * TUNE_BLOCK_ROWS * 16
     return {
-        "bytes_per_vector": m + ID_BYTES,
+        "bytes_per_vector": per_vector,
         "index_bytes": index,
-        "query_resident_bytes": index,  # every list touched once; the re-rank reads ~150 KB a query
+        "query_resident_bytes": index,  # every list touched once; the re-rank reads ~450 KB a query
         "build_ram_bytes": build,
         "train_vectors": min(n, TRAIN_PER_LIST * nlist),
     }
@@ -167,36 +175,62 @@ def _train(vectors: np.ndarray, nlist: int, m: int, seed: int):
 
     n, dim = vectors.shape
     rows = _sample(n, TRAIN_PER_LIST * nlist, seed)
-    bits = PQ_BITS if len(rows) >= (1 << PQ_BITS) else max(1, int(math.log2(len(rows))))
-    index = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, m, bits, faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexIVFPQFastScan(faiss.IndexFlatIP(dim), dim, nlist, m, PQ_BITS, faiss.METRIC_INNER_PRODUCT, BLOCK)
     index.cp.seed = index.pq.cp.seed = seed
-    index.pq.cp.niter = PQ_TRAIN_ITER
-    index.pq.cp.max_points_per_centroid = PQ_TRAIN_PER_CENTROID
-    if len(rows) < 39 * max(nlist, 1 << bits):  # small corpora: FAISS would warn on every sub-quantizer
+    if len(rows) < 39 * max(nlist, 1 << PQ_BITS):  # small corpora: FAISS would warn on every sub-quantizer
         index.cp.min_points_per_centroid = index.pq.cp.min_points_per_centroid = 1
     index.train(np.ascontiguousarray(vectors[rows]))
     return index, rows
 
 
 def _add(index, vectors: np.ndarray) -> None:
-    """Add every row, the lists sized exactly first: growing them one block at a time would leave up to
-    twice their size allocated (std::vector doubling) at the peak of the build."""
+    for a in range(0, len(vectors), ADD_BLOCK):
+        block = np.ascontiguousarray(vectors[a : a + ADD_BLOCK], dtype=np.float32)
+        index.add_with_ids(block, np.arange(a, a + len(block), dtype=np.int64))
+
+
+def _write_lists(index, out_dir: Path) -> None:
+    """Move the index's inverted lists (fast-scan blocks, in RAM) into ``LISTS_FILE``, laid out as FAISS's
+    ``OnDiskInvertedLists`` reads them (per list: its code blocks, then one id per slot; lists end to end), and
+    point the index at that file. Each list keeps room for its whole last block, which a scan reads."""
     import faiss
 
-    n = len(vectors)
-    assign = np.empty(n, dtype=np.int32)
-    for a in range(0, n, ADD_BLOCK):
-        _, lists = index.quantizer.search(np.ascontiguousarray(vectors[a : a + ADD_BLOCK]), 1)
-        assign[a : a + ADD_BLOCK] = lists[:, 0]
-    invlists = faiss.downcast_InvertedLists(index.invlists)
-    for list_no, size in enumerate(np.bincount(assign, minlength=index.nlist)):
-        invlists.resize(list_no, int(size))
-        invlists.resize(list_no, 0)  # keeps the capacity
-    for a in range(0, n, ADD_BLOCK):
-        block = np.ascontiguousarray(vectors[a : a + ADD_BLOCK], dtype=np.float32)
-        ids = np.arange(a, a + len(block), dtype=np.int64)
-        pre = assign[a : a + len(block)].astype(np.int64)
-        index.add_core(len(block), faiss.swig_ptr(block), faiss.swig_ptr(ids), faiss.swig_ptr(pre))
+    ivf = faiss.extract_index_ivf(index)
+    blocks = faiss.downcast_InvertedLists(ivf.invlists)
+    per_block, block_bytes = blocks.n_per_block, blocks.block_size
+    code_size = block_bytes // per_block
+    sizes = np.array([blocks.list_size(i) for i in range(ivf.nlist)], dtype=np.uint64)
+    slots = -(-sizes // per_block) * per_block
+    with atomic_path(Path(out_dir) / LISTS_FILE) as tmp, open(tmp, "wb") as fh:
+        for i in range(ivf.nlist):
+            n, room = int(sizes[i]), int(slots[i])
+            if not n:
+                continue
+            fh.write(faiss.rev_swig_ptr(blocks.get_codes(i), room * code_size).tobytes())
+            ids = np.full(room, -1, dtype=np.int64)
+            ids[:n] = faiss.rev_swig_ptr(blocks.get_ids(i), n)
+            fh.write(ids.tobytes())
+        total = fh.tell()
+    lists = faiss.OnDiskInvertedLists(ivf.nlist, code_size, LISTS_FILE)  # the name only: load() gives the folder
+    lists.set_all_lists_sizes(faiss.swig_ptr(slots))  # offsets and capacities: whole blocks
+    _set_list_sizes(lists, sizes)
+    lists.totsize = total
+    ivf.replace_invlists(lists, True)
+    lists.thisown = False  # the index owns it now
+
+
+def _set_list_sizes(lists, sizes: np.ndarray) -> None:
+    """Each list's size, below its capacity (the empty slots of its last block). FAISS keeps ``(size, capacity,
+    offset)`` per list in one array of ``size_t``; its Python binding hands out copies of the elements, so the
+    sizes are written into that array by address, and read back through FAISS to check the layout."""
+    n = len(sizes)
+    address = int(lists.lists.data().this)
+    table = np.ctypeslib.as_array((ctypes.c_size_t * (3 * n)).from_address(address)).reshape(n, 3)
+    capacity = table[:, 1].copy()
+    table[:, 0] = sizes
+    check = sorted({0, n // 2, n - 1})
+    if any(lists.list_size(i) != int(sizes[i]) or lists.lists.at(i).capacity != int(capacity[i]) for i in check):
+        raise BuildError("this FAISS version lays out OnDiskInvertedLists unlike the one wikiground knows")
 
 
 def build(
@@ -210,7 +244,8 @@ def build(
     seed: int = 1234,
     tune_queries: np.ndarray | None = None,
 ) -> dict:
-    """IVF-PQ over ``vectors_path`` into ``out_dir/ivf_pq.faiss``; returns the params.json entries.
+    """IVF-PQ fast-scan over ``vectors_path`` into ``out_dir`` (``IVF_FILE``, ``LISTS_FILE``); returns the
+    params.json entries.
 
     ``nprobe`` None: chosen for recall@10 >= RECALL_TARGET; a given value is kept and its recall measured.
     ``tune_queries``: query vectors to choose it on (encoded queries of the kind the index will serve), in place
@@ -224,15 +259,18 @@ def build(
     n, dim = vectors.shape
     if dim % m:
         raise BuildError(f"{vectors_path}: PQ with {m} sub-quantizers needs a dimension divisible by {m}, got {dim}")
+    if n < MIN_VECTORS:
+        raise BuildError(f"{vectors_path}: {n} vectors; an IVF index needs at least {MIN_VECTORS} (use exact search)")
     nlist = nlist or default_nlist(n)
     check_resources(n, dim, Path(out_dir), m=m, nlist=nlist)
     index, train_rows = _train(vectors, nlist, m, seed)
     _add(index, vectors)
-    with atomic_path(Path(out_dir) / IVF_PQ_FILE) as tmp:
+    _write_lists(index, out_dir)
+    with atomic_path(Path(out_dir) / IVF_FILE) as tmp:
         faiss.write_index(index, tmp)
     build_seconds = time.perf_counter() - t0
     del index
-    mapped = _read(Path(out_dir) / IVF_PQ_FILE)
+    mapped = load(out_dir, {"index_type": INDEX_TYPE, "count": n})
     t1 = time.perf_counter()
     tuned = tune_nprobe(
         mapped, RowReader(vectors_path), vectors, train_rows, nprobe=nprobe, seed=seed, queries=tune_queries
@@ -240,12 +278,13 @@ def build(
     tuned["tune_seconds"] = round(time.perf_counter() - t1, 2)
     return {
         "index_type": INDEX_TYPE,
-        "ivf_file": IVF_PQ_FILE,
+        "ivf_file": IVF_FILE,
+        "lists_file": LISTS_FILE,
         "nlist": nlist,
         "pq_m": m,
-        "pq_bits": int(mapped.pq.nbits),
-        "bytes_per_vector": int(mapped.code_size) + ID_BYTES,
-        "index_bytes": (Path(out_dir) / IVF_PQ_FILE).stat().st_size,
+        "pq_bits": PQ_BITS,
+        "bytes_per_vector": m * PQ_BITS // 8 + ID_BYTES,
+        "index_bytes": sum((Path(out_dir) / f).stat().st_size for f in (IVF_FILE, LISTS_FILE)),
         "train_vectors": len(train_rows),
         "rerank_factor": RERANK_FACTOR,
         "ivf_build_seconds": round(build_seconds, 2),
@@ -264,8 +303,30 @@ def _read(path: Path):
         raise IndexCorruptError(f"{path}: unreadable FAISS index: {exc}") from exc
 
 
+def _map_lists(index, folder: Path) -> None:
+    """Map the lists file of a fast-scan index (read without its lists' data), checked to be whole: a mapping
+    past the end of a cut file would crash the process at the first read there."""
+    import faiss
+
+    lists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(index).invlists)
+    if not isinstance(lists, faiss.OnDiskInvertedLists) or lists.ptr is not None:
+        raise IndexCorruptError(f"{folder / IVF_FILE}: its inverted lists are not in {LISTS_FILE}")
+    path = folder / LISTS_FILE
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise IndexCorruptError(f"{path}: missing ({exc.strerror})") from exc
+    if size != lists.totsize:
+        raise IndexCorruptError(f"{path}: {size:,} bytes, the index expects {lists.totsize:,} (cut short?)")
+    lists.filename = str(path)
+    try:
+        lists.do_mmap()
+    except RuntimeError as exc:
+        raise IndexCorruptError(f"{path}: cannot map it: {exc}") from exc
+
+
 def load(folder: Path, params: dict):
-    """The memory-mapped IVF index of a dense folder (IVF-PQ, or the IVF-SQ8 of older builds)."""
+    """The memory-mapped IVF index of a dense folder (fast-scan, or the IVF-PQ / IVF-SQ8 of older builds)."""
     import faiss
 
     kind = params.get("index_type")
@@ -276,12 +337,21 @@ def load(folder: Path, params: dict):
     if not path.is_file():
         raise IndexCorruptError(f"{path}: missing")
     index = _read(path)
+    if kind == INDEX_TYPE:
+        _map_lists(index, Path(folder))
     if index.ntotal != params["count"]:
         raise IndexCorruptError(f"{path}: {index.ntotal} vectors, params.json says {params['count']}")
+    ivf = faiss.extract_index_ivf(index)
+    # Mapped lists come with FAISS's prefetch: up to 32 threads started per search to read the probed lists ahead,
+    # which pays for lists on a cold disk and only competes with the scan for them in the page cache (at 1M
+    # vectors, IVF-PQ64x8: 6.2 -> 4.5 ms a query without it).
+    lists = faiss.downcast_InvertedLists(ivf.invlists)
+    if isinstance(lists, faiss.OnDiskInvertedLists):
+        lists.prefetch_nthread = 0
     # Not parallel_mode 1 (the probed lists split among the threads for a lone query): 10.1 -> 8.0 ms p50 at 1M
     # vectors searched alone, but with the encoder running in the same process (as every query does) no faster at
     # p50 and 40 ms at p95, FAISS's OpenMP threads and torch's contending for the two cores.
-    faiss.extract_index_ivf(index).nprobe = int(params.get("nprobe", 32))
+    ivf.nprobe = int(params.get("nprobe", 32))
     return index
 
 
