@@ -72,8 +72,12 @@ class BlockAnswerer:
         self.size = size  # claims per block
 
     def prepare(self) -> None:
-        """Load every channel (the JVM, the model) in this thread, before blocks run on other threads."""
+        """Load every channel (the JVM, the model) in this thread, before blocks run on other threads; then keep
+        what loading made out of the garbage collector's way (retriever/heap.py)."""
+        from retriever import heap
+
         self.retriever.warm_up()
+        heap.settle()
 
     def __call__(self, items: list[tuple[Any, str]]) -> list[dict[str, Any]]:
         from retriever.batch_search import search_many

@@ -63,10 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # stdout carries the protocol
     try:
+        from retriever import heap
         from retriever.api import Retriever
 
         with Retriever.open(args.index, channels=args.indexes) as retriever:
             retriever.warm_up()
+            heap.settle()
             build_server(retriever).run("stdio")
     except WikigroundError as exc:
         print(f"error: {exc}", file=sys.stderr)

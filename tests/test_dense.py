@@ -233,3 +233,35 @@ def test_embed_cli_resumes_and_assembles(built, tmp_path):
         text=True,
     )
     assert bad.returncode == 2 and "wiki.duckdb" in bad.stderr
+
+
+def test_query_process_threads(built):
+    """Loading the dense channel for searching sets numpy's BLAS to one thread for the process
+    (``WIKIGROUND_BLAS_THREADS`` to another count; a bad value is refused), and encodes claims on one thread."""
+    import os
+
+    code = (
+        "import sys\n"
+        "from threadpoolctl import threadpool_info\n"
+        "from backends import dense\n"
+        "d = dense.load(sys.argv[1])\n"
+        "d.search('Aristotle', k=1)\n"
+        "print(max(i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'))\n"
+        "print(d.encoder._session.get_session_options().intra_op_num_threads)\n"
+    )
+
+    def run(**env):
+        return subprocess.run(
+            [sys.executable, "-c", code, str(built[0])],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+        )
+
+    plain = run()
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.split() == ["1", "1"]
+    assert run(WIKIGROUND_BLAS_THREADS="2").stdout.split()[0] == "2"
+    bad = run(WIKIGROUND_BLAS_THREADS="two")
+    assert bad.returncode != 0 and "WIKIGROUND_BLAS_THREADS='two'" in bad.stderr

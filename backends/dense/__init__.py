@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from backends.dense import blas
 from backends.passage_table import FILES as TABLE_FILES
 from backends.passage_table import PassageTable, connect
 from backends.passage_table import write as write_table
@@ -37,6 +38,10 @@ NPROBE = 32
 RERANK_FACTOR = 10  # approximate path: candidates = k * RERANK_FACTOR, re-scored exactly
 MIN_CANDIDATES = 100
 SCORE_BLOCK_ROWS = 262_144  # bounds the (rows x queries) score block in memory
+# The query encoder's threads. A claim is a few dozen tokens, and the retriever already searches its channels side by
+# side: a second encoder thread only took a core from Lucene and TF-IDF (the server on 2 cores, 8 clients: 133 ->
+# 153 claims/s, idle p50 16.0 -> 15.2 ms; benchmarks/RESULTS.md). Builds embed passages with every core.
+QUERY_THREADS = 1
 VECTORS_FILE = "vectors.npy"
 SHARDS_DIR = "shards"
 IDS_FILE = "ids.npy"  # scope "leads": the passage id of each row of vectors.npy
@@ -270,7 +275,8 @@ def _manifest_entry(params: dict, *, seconds: float) -> dict:
 
 
 def load(index_dir: Path, *, encoder_backend: str = "auto", threads: int | None = None) -> DenseBackend:
-    """Open a built dense index folder (or an index folder holding ``dense/``)."""
+    """Open a built dense index folder (or an index folder holding ``dense/``); ``threads``: the query encoder's
+    (default ``QUERY_THREADS``)."""
     return DenseBackend(channel_folder(index_dir, NAME), encoder_backend=encoder_backend, threads=threads)
 
 
@@ -317,13 +323,14 @@ class DenseBackend:
         self._encoder = None
         self._encoder_backend = encoder_backend
         self._threads = threads
+        blas.limit_threads()  # see blas.py: BLAS's helper threads slow the channels searching beside this one
 
     @property
     def encoder(self):
         if self._encoder is None:
             from backends.encoder import load_encoder
 
-            self._encoder = load_encoder(backend=self._encoder_backend, threads=self._threads)
+            self._encoder = load_encoder(backend=self._encoder_backend, threads=self._threads or QUERY_THREADS)
         return self._encoder
 
     def __len__(self) -> int:

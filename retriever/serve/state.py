@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from retriever import heap
 from retriever.api import MAX_K, Retriever, check_k
 from wikiground.errors import QueryError
 
@@ -157,6 +158,7 @@ class ServerState:
                 retriever.warm_up()
                 # One whole search: creates the channel pool and runs every code path once, off the clock.
                 retriever.search(WARM_UP_CLAIM, 1, on_the_fly=False)
+                heap.settle()
         except BaseException:
             retriever.close()
             raise
