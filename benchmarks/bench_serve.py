@@ -214,6 +214,9 @@ def measure(
     """Every figure of the section, for one index folder and its claims (``work``: a scratch folder)."""
     import tempfile
 
+    # httpx logs every request at INFO: the clients' own logging would share the cores with the server.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
     fused_p50, expected = in_process_p50(index, claims)
     cli_s = cli_call_seconds(index, claims[0])
     proc, url, ready_s = start_server(index)
