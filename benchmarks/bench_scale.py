@@ -379,13 +379,13 @@ def _claims_file(shared: Path, out: Path, limit: int | None) -> tuple[Path, list
 
 
 def _dump_for(shared: Path, out: Path, size: str) -> tuple[Path, dict]:
-    from benchmarks.synth_dump import generate, parse_size
+    from benchmarks.synth_dump import GENERATOR_VERSION, generate, parse_size
 
     dump = out / f"synth-{size}.xml.bz2"
     info_path = dump.with_name(dump.name + ".json")
     if dump.is_file() and info_path.is_file():
         info = json.loads(info_path.read_text())
-        if info.get("target_passages") == parse_size(size):
+        if info.get("target_passages") == parse_size(size) and info.get("generator") == GENERATOR_VERSION:
             return dump, info
     t0 = time.perf_counter()
     info = generate(shared, dump, parse_size(size))

@@ -7,7 +7,10 @@ with ``passage_words=100`` each article makes about 4 passages of ~100 words. Th
 are mixed in, spread evenly through the dump, so FEVER dev claims keep their gold pages; each links the vital
 pages its lead names and has eight categories (facts for the kg channel; its clean text is the lead's). Their
 sentences are kept out of the pool the synthetic articles draw from, so no gold sentence is copied into a
-distractor.
+distractor: nor is any sentence sharing a run of ``LEAK_SPAN`` words with a vital lead (the pool's sources hold
+older versions of some of the same articles: the HotpotQA 2017 abstract of "Abraham Lincoln", the gensim
+fixture's "Aristotle"). Without that, each such sentence, drawn ~100 times into 1M passages, was a copy of the
+gold text in a hundred distractors.
 
 python -m benchmarks.synth_dump --passages 1M --out /work/scratch/scale/synth-1M.xml.bz2
 
@@ -54,6 +57,9 @@ VITAL_CATEGORIES = 8  # an article's categories (enwiki: about 10); they add fac
 LINKS_PER_SECTION = 4  # body links per ~100-word passage, about enwiki's density (templates and navboxes aside)
 CATEGORY_SUFFIXES = ("people", "albums", "films", "villages", "rivers", "novels", "companies", "songs", "buildings")
 _CAPITAL_WORD = re.compile(r"^[A-Z][a-z]{3,11}$")
+_WORD = re.compile(r"\w+")
+LEAK_SPAN = 10  # words: a longer run shared with a vital lead is a copy of it, not a common phrase
+GENERATOR_VERSION = 2  # dumps made before (without the LEAK_SPAN filter) are made again
 _SENTENCE_CUT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"(])")
 
 _HEADER = """<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" xml:lang="en">
@@ -96,14 +102,30 @@ def load_pool(shared: Path) -> Pool:
         if (rec.get("extract") or "").strip()
     )
     vital_sentences = {s for _, lead in vital for s in _SENTENCE_CUT.split(lead)}
+    vital_spans = {span for _, lead in vital for span in _spans(lead)}
     sentences: list[str] = []
     with (shared / "corpora" / "hotpotqa2017_abstracts.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
             sentences.extend(s.strip() for s in json.loads(line)["sentences"])
     sentences.extend(_dump_sentences(shared / "dumps"))
-    keep = sorted({s for s in sentences if 6 <= len(s.split()) <= 45 and s not in vital_sentences and "\n" not in s})
+    keep = sorted(
+        {
+            s
+            for s in sentences
+            if 6 <= len(s.split()) <= 45
+            and s not in vital_sentences
+            and "\n" not in s
+            and vital_spans.isdisjoint(_spans(s))
+        }
+    )
     words = sorted({w for s in keep for w in s.split() if _CAPITAL_WORD.match(w)})
     return Pool(sentences=tuple(keep), words=tuple(words), vital=vital)
+
+
+def _spans(text: str) -> set[tuple[str, ...]]:
+    """Every run of LEAK_SPAN words of ``text``, lower-cased, punctuation left out."""
+    w = _WORD.findall(text.lower())
+    return {tuple(w[i : i + LEAK_SPAN]) for i in range(len(w) - LEAK_SPAN + 1)}
 
 
 def _dump_sentences(folder: Path) -> list[str]:
@@ -301,6 +323,7 @@ def generate(shared: Path, out: Path, passages: int, *, workers: int | None = No
         "vital_pages": len(pool.vital),
         "sentence_pool": len(pool.sentences),
         "seed": seed,
+        "generator": GENERATOR_VERSION,
     }
     out.with_name(out.name + ".json").write_text(json.dumps(info, indent=2), encoding="utf-8")
     return info
