@@ -6,11 +6,11 @@ English fixture dumps). The pages have the shape of English Wikipedia articles: 
 with ``passage_words=100`` each article makes about 4 passages of ~100 words. The 10,033 real vital-article leads
 are mixed in, spread evenly through the dump, so FEVER dev claims keep their gold pages; each links the vital
 pages its lead names and has eight categories (facts for the kg channel; its clean text is the lead's). Their
-sentences are kept out of the pool the synthetic articles draw from, so no gold sentence is copied into a
-distractor: nor is any sentence sharing a run of ``LEAK_SPAN`` words with a vital lead (the pool's sources hold
-older versions of some of the same articles: the HotpotQA 2017 abstract of "Abraham Lincoln", the gensim
-fixture's "Aristotle"). Without that, each such sentence, drawn ~100 times into 1M passages, was a copy of the
-gold text in a hundred distractors.
+sentences are kept out of the pool the synthetic articles draw from, so no gold text is copied into a distractor:
+nor are the sentences of the pool's sources about the same subjects (the HotpotQA 2017 abstracts and gensim
+fixture articles titled as a vital page: "Abraham Lincoln", "Aristotle"; 75 and 46 of them), nor any sentence
+sharing a run of ``LEAK_SPAN`` words with a vital lead. Each such sentence, drawn ~100 times into 1M passages, put
+the gold article's own text into a hundred distractors.
 
 python -m benchmarks.synth_dump --passages 1M --out /work/scratch/scale/synth-1M.xml.bz2
 
@@ -59,7 +59,7 @@ CATEGORY_SUFFIXES = ("people", "albums", "films", "villages", "rivers", "novels"
 _CAPITAL_WORD = re.compile(r"^[A-Z][a-z]{3,11}$")
 _WORD = re.compile(r"\w+")
 LEAK_SPAN = 10  # words: a longer run shared with a vital lead is a copy of it, not a common phrase
-GENERATOR_VERSION = 2  # dumps made before (without the LEAK_SPAN filter) are made again
+GENERATOR_VERSION = 3  # dumps made before (with the gold subjects' text in the pool) are made again
 _SENTENCE_CUT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"(])")
 
 _HEADER = """<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" xml:lang="en">
@@ -103,11 +103,14 @@ def load_pool(shared: Path) -> Pool:
     )
     vital_sentences = {s for _, lead in vital for s in _SENTENCE_CUT.split(lead)}
     vital_spans = {span for _, lead in vital for span in _spans(lead)}
+    vital_titles = {title for title, _ in vital}
     sentences: list[str] = []
     with (shared / "corpora" / "hotpotqa2017_abstracts.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
-            sentences.extend(s.strip() for s in json.loads(line)["sentences"])
-    sentences.extend(_dump_sentences(shared / "dumps"))
+            rec = json.loads(line)
+            if rec["title"] not in vital_titles:
+                sentences.extend(s.strip() for s in rec["sentences"])
+    sentences.extend(_dump_sentences(shared / "dumps", skip=vital_titles))
     keep = sorted(
         {
             s
@@ -128,8 +131,9 @@ def _spans(text: str) -> set[tuple[str, ...]]:
     return {tuple(w[i : i + LEAK_SPAN]) for i in range(len(w) - LEAK_SPAN + 1)}
 
 
-def _dump_sentences(folder: Path) -> list[str]:
-    """Sentences of the English fixture dumps' articles, cleaned by the project's own wikitext parser."""
+def _dump_sentences(folder: Path, *, skip: set[str]) -> list[str]:
+    """Sentences of the English fixture dumps' articles (but those titled as in ``skip``), cleaned by the project's
+    own wikitext parser."""
     from indexer.wikitext import parse_wikitext
 
     out: list[str] = []
@@ -138,7 +142,9 @@ def _dump_sentences(folder: Path) -> list[str]:
         if not path.is_file():
             continue
         xml = bz2.decompress(path.read_bytes()).decode("utf-8")
-        for raw in re.findall(r"<text[^>]*>(.*?)</text>", xml, flags=re.S):
+        for title, raw in re.findall(r"<title>(.*?)</title>.*?<text[^>]*>(.*?)</text>", xml, flags=re.S):
+            if html.unescape(title) in skip:
+                continue
             page = parse_wikitext(html.unescape(raw))
             for section in page.sections:
                 out.extend(s.strip() for s in _SENTENCE_CUT.split(section.text.replace("\n", " ")))
