@@ -447,17 +447,21 @@ class Retriever:
         if passages:
             chosen = sorted((p for page in pages for p in page.passages), key=lambda p: (-p.score, p.passage_id))[:k]
             page_ranks = {page.page_id: page.ranks for page in pages}
-            items = [(p, p.ranks or page_ranks.get(p.page_id, {}), []) for p in chosen]
+            items = [(p, p.ranks or page_ranks.get(p.page_id, {}), [], None) for p in chosen]
         else:
-            items = [(page.best, page.ranks, [p.passage_id for p in page.passages[1:4]]) for page in pages[:k]]
-        rows = self.store.passages_with_pages(p.passage_id for p, _, _ in items)
+            items = [
+                (page.best, page.ranks, [p.passage_id for p in page.passages[1:4]], page.score) for page in pages[:k]
+            ]
+        rows = self.store.passages_with_pages(p.passage_id for p, _, _, _ in items)
         fetched = live_fetch_times(self.store, [(psg, page) for psg, page, _ in rows.values()])
         out: list[Evidence] = []
-        for fp, ranks, more in items:
+        for fp, ranks, more, page_score in items:
             if fp.passage_id not in rows:
                 continue
             psg, page, sentence_ids = rows[fp.passage_id]
             extra: dict[str, Any] = {"sentence_ids": sentence_ids}
+            if page_score is not None:  # what orders page evidence; ``score`` is its best passage's
+                extra["page_score"] = round(page_score, 6)
             if more:
                 extra["more_passages"] = more
             ev = stored_evidence(

@@ -91,7 +91,8 @@ def _table(result: dict[str, Any], out: TextIO) -> None:
         title = e["title"] + (f" > {e['section']}" if e.get("section") else "")
         if e.get("retrieved_for_entity"):
             title += f"   [entity: {e['retrieved_for_entity']}]"
-        out.write(f"{i:>2}  {e['score']:>8.4f}  {e['origin']:<6} {ranks:<28} {title}\n")
+        score = e.get("page_score", e["score"])  # the score that orders the list
+        out.write(f"{i:>2}  {score:>8.4f}  {e['origin']:<6} {ranks:<28} {title}\n")
         text = " ".join(e["evidence_text"].split())
         out.write(f"    {text[:240]}{'…' if len(text) > 240 else ''}\n")
 

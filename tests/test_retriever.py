@@ -92,6 +92,7 @@ def test_evidence_json_shape(retriever):
     assert first["retrieved_for_entity"] == "Aristotle"
     assert "title" in first["ranks"] and len(first["ranks"]) >= 2
     assert [e["score"] for e in ev] == sorted((e["score"] for e in ev), reverse=True)
+    assert [e["page_score"] for e in ev] == sorted((e["page_score"] for e in ev), reverse=True)  # orders the list
     assert len({e["page_id"] for e in ev}) == len(ev)  # deduplicated by page
     json.dumps(res)
 
@@ -100,6 +101,7 @@ def test_passage_mode_returns_passages(retriever):
     res = retriever.search("Schopenhauer pessimism will", 8, passages=True)
     assert len(res.evidence) == 8
     assert len({e.passage_id for e in res.evidence}) == 8
+    assert all("page_score" not in e.extra for e in res.evidence)  # ordered by their own score
 
 
 def test_redirects_resolve_through_title_channel(retriever):
