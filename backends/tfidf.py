@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -45,9 +44,8 @@ PARALLEL_MIN_PASSAGES = 50_000  # from this many passages, hashing runs in worke
 POSTING_BUDGET = 50_000
 BATCH_THREADS = max(1, min(4, os.cpu_count() or 1))
 # search_batch scores in the calling thread unless told otherwise: scoring is many small numpy calls, bound by the
-# GIL between them, and threads only added CPU time (blocks of 8 claims: 3.8 ms in one thread and 7.1 in two over
-# 10k passages, 10 and 12 ms over 1M; blocks of 64 over 1M: 63-70 and 59-89 ms). A batch gets its second core from
-# the channels and blocks searched beside it.
+# GIL between them, so more threads added CPU time and no speed, over 10k passages and over 1M alike
+# (benchmarks/RESULTS.md). A batch gets its second core from the channels and blocks searched beside it.
 SEARCH_THREADS = 1
 # The vectorizer's settings; the query side rebuilds its hasher from these.
 ANALYZER_PARAMS = {
@@ -228,19 +226,12 @@ class TfidfBackend:
         self._sublinear = bool(vec.get("sublinear_tf", True))
         self._local = threading.local()  # one score accumulator per thread
         self._max_idf: float | None = None  # idf_of's score of an unseen term, computed on first use
-        self._pool: Any | None = None  # search_batch's threads, started on first use
-        self._pool_size = 0
-        self._pool_lock = threading.Lock()
 
     def __len__(self) -> int:
         return int(self.params["count"])
 
     def close(self) -> None:
-        """Stop the batch threads; the memory maps go with the last reference."""
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False)
+        """Nothing to release but the memory maps, which go with the last reference."""
 
     def _term_ids(self, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Term ids of the hash ``buckets`` this index holds, and a mask of those it holds."""
@@ -333,19 +324,10 @@ class TfidfBackend:
         threads = min(SEARCH_THREADS if threads is None else threads, len(queries))
         if threads <= 1:
             return [self._top(v, k) for v in vectors]
-        return list(self._threads(threads).map(lambda v: self._top(v, k), vectors))
-
-    def _threads(self, n: int) -> Any:
-        """The batch pool, kept for the backend's life (started again with more threads if asked for more)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        with self._pool_lock:
-            if self._pool is None or self._pool_size < n:
-                old, self._pool = self._pool, ThreadPoolExecutor(n, thread_name_prefix="tfidf")
-                self._pool_size = n
-                if old is not None:
-                    old.shutdown(wait=False)
-            return self._pool
+        with ThreadPoolExecutor(threads, thread_name_prefix="tfidf") as pool:
+            return list(pool.map(lambda v: self._top(v, k), vectors))
 
     def idf_of(self, terms: Sequence[str]) -> list[float]:
         """The stored idf of each term (a lower-cased word); a term this index never saw counts as the rarest."""

@@ -3,8 +3,8 @@ garbage collector's way.
 
 Start-up leaves some 135k objects behind (the modules of scipy, scikit-learn, pandas, pyjnius, onnxruntime, and
 the index's own). CPython's full collection, which the allocations of a few hundred claims trigger, walks them
-all: 67-100 ms each on 2 cores, once every ~15 blocks of 8 claims in the loaded server, which is where its p95
-came from (benchmarks/RESULTS.md). ``gc.freeze()`` moves them to a permanent generation that collections skip;
+all, for tens of milliseconds each time: in the loaded server that was where its slowest answers came from
+(benchmarks/RESULTS.md). ``gc.freeze()`` moves them to a permanent generation that collections skip;
 they are still freed by reference counting, and only reference cycles among them wait for the next
 :func:`settle` (a reload of the server's index unfreezes, collects and freezes again).
 

@@ -39,8 +39,8 @@ RERANK_FACTOR = 10  # approximate path: candidates = k * RERANK_FACTOR, re-score
 MIN_CANDIDATES = 100
 SCORE_BLOCK_ROWS = 262_144  # bounds the (rows x queries) score block in memory
 # The query encoder's threads. A claim is a few dozen tokens, and the retriever already searches its channels side by
-# side: a second encoder thread only took a core from Lucene and TF-IDF (the server on 2 cores, 8 clients: 133 ->
-# 153 claims/s, idle p50 16.0 -> 15.2 ms; benchmarks/RESULTS.md). Builds embed passages with every core.
+# side: a second encoder thread only took a core from Lucene and TF-IDF (the loaded server answered more claims a
+# second with one, and idle ones as fast; benchmarks/RESULTS.md). Builds embed passages with every core.
 QUERY_THREADS = 1
 VECTORS_FILE = "vectors.npy"
 SHARDS_DIR = "shards"
