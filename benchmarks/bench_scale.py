@@ -635,8 +635,9 @@ def _targets(results: list[dict], ref: dict | None) -> str:
 def report(results: list[dict], ref: dict | None, n_claims: int, n_latency: int) -> str:
     parts = [
         "## Scale: synthetic enwiki-shaped dumps, bm25,tfidf (issue 21)\n",
-        "Dumps from `benchmarks/synth_dump.py`: real sentences (HotpotQA 2017 abstracts, the gensim enwiki fixture) "
-        "in enwiki-shaped articles (lead, 3 sections, links, categories, a redirect for every other article) plus "
+        "Dumps from `benchmarks/synth_dump.py`: real sentences (HotpotQA 2017 abstracts, the gensim enwiki fixture; "
+        "not those about the vital pages' own subjects, nor any sharing a 10-word run with a vital lead) in "
+        "enwiki-shaped articles (lead, 3 sections, links, categories, a redirect for every other article) plus "
         "the 10,033 real vital-article leads. The machine is shared (2 cores) and other jobs ran meanwhile: "
         "read the ratios more than the absolute figures.\n",
         "\n".join(
