@@ -201,7 +201,7 @@ def _write_lists(index, out_dir: Path) -> None:
     per_block, block_bytes = blocks.n_per_block, blocks.block_size
     code_size = block_bytes // per_block
     sizes = np.array([blocks.list_size(i) for i in range(ivf.nlist)], dtype=np.uint64)
-    slots = -(-sizes // per_block) * per_block
+    slots = (sizes + per_block - 1) // per_block * per_block  # whole blocks
     with atomic_path(Path(out_dir) / LISTS_FILE) as tmp, open(tmp, "wb") as fh:
         for i in range(ivf.nlist):
             n, room = int(sizes[i]), int(slots[i])
