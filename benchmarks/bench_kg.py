@@ -3,8 +3,9 @@
 - FEVER vital (686 claims over 10,033 leads) and HotpotQA dev (588 questions over 5,716 abstracts): fused
   recall@5 with `kg` and without; multi-hop all-gold recall@21 with kg bridges and without (HotpotQA); the share
   of claims for which a kg path connects two of the claim's entities; the kg channel's latency.
-- Build cost: the store built with and without its triples (in-process builds, so the two differ only in the
-  triples), and with the kg channel (its graph arrays), on the gensim dump and on the ingest bench's x20 dump.
+- Build cost: the store built with and without its triples (in-process builds, each in a fresh interpreter, so the
+  two differ only in the triples), and with the kg channel (its graph arrays), on the gensim dump and on the ingest
+  bench's x20 dump.
 
 The retrieval bench's indexes are reused when present (copied, then given their triples the way a build makes
 them: `indexer.store_writer.fill_triples`); otherwise built here.
@@ -16,6 +17,8 @@ import json
 import logging
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +38,7 @@ def with_triples(src: Path, dst: Path) -> dict[str, Any]:
     import duckdb
 
     from indexer.schema import TRIPLES_DDL
-    from indexer.store_writer import TRIPLE_RAW_DDL, fill_triples
+    from indexer.store_writer import fill_triples
 
     src_manifest = json.loads((src / "manifest.json").read_text())
     if (dst / "manifest.json").is_file():
@@ -52,7 +55,7 @@ def with_triples(src: Path, dst: Path) -> dict[str, Any]:
         if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'triples'").fetchone()[0]:
             added = con.execute("SELECT count(*) FROM triples").fetchone()[0]  # built by this version already
         else:
-            con.execute(TRIPLES_DDL + TRIPLE_RAW_DDL)
+            con.execute(TRIPLES_DDL)
             added = fill_triples(con)
             con.execute("CHECKPOINT")
         seconds = time.perf_counter() - t0
@@ -148,29 +151,44 @@ def _multihop(index: Path, questions: list[str]) -> dict[str, list[list[str]]]:
 def _store_seconds(
     dump: Path, out: Path, *, triples: bool, keep: bool = False, kg: bool = False
 ) -> tuple[float, float]:
-    """Wall and CPU seconds of an in-process store build (no search index), with or without its triples, or with
+    """Wall and CPU seconds of a store build (in-process, no search index), with or without its triples, or with
     the kg channel (``kg``: its graph arrays written with the lookups); ``keep``: leave the store in
-    ``out/store-kg``. CPU seconds are this process's (DuckDB's threads included): other jobs on the machine stretch
-    the wall time of a build, much less the CPU time it takes."""
+    ``out/store-kg``. Each build runs in a fresh interpreter, as a user's build does: in this long-lived bench
+    process the builds' allocations would also pay for collecting the earlier benches' objects."""
+    target = out / ("store-kg" if kg else f"store-{'triples' if triples else 'plain'}")
+    shutil.rmtree(target, ignore_errors=True)
+    mode = "kg" if kg else "triples" if triples else "plain"
+    code = f"from benchmarks.bench_kg import _child_build; _child_build({str(dump)!r}, {str(target)!r}, {mode!r})"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]
+    )
+    if done.returncode:
+        raise RuntimeError(f"store build of {dump} ({mode}) failed:\n{done.stderr[-2000:]}")
+    seconds, cpu = json.loads(done.stdout.strip().splitlines()[-1])
+    if not keep:
+        shutil.rmtree(target, ignore_errors=True)
+    return seconds, cpu
+
+
+def _child_build(dump: str, target: str, mode: str) -> None:
+    """One store build of :func:`_store_seconds`, timed from the build call on (the interpreter's start and the
+    imports, alike for all modes, left out). CPU seconds are the process's, DuckDB's threads included: other jobs on
+    the machine stretch the wall time of a build, much less the CPU time it takes. "plain" leaves the triples out."""
+    from contextlib import ExitStack
     from unittest import mock
 
     from indexer import store_writer
     from indexer.build import build_index
 
-    target = out / ("store-kg" if kg else f"store-{'triples' if triples else 'plain'}")
-    shutil.rmtree(target, ignore_errors=True)
-    skip_fill = mock.patch.object(store_writer, "fill_triples", lambda con: con.execute("DROP TABLE _triple_raw"))
-    skip_pages = mock.patch.object(store_writer, "_fill_triples", lambda *a: None)
-    t0, c0 = time.perf_counter(), time.process_time()
-    if triples or kg:
-        build_index([dump], target, indexes=("kg",) if kg else (), workers=1)
-    else:
-        with skip_fill, skip_pages:
-            build_index([dump], target, indexes=(), workers=1)
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    if not keep:
-        shutil.rmtree(target, ignore_errors=True)
-    return seconds, cpu
+    logging.disable(logging.WARNING)
+    with ExitStack() as stack:
+        if mode == "plain":
+            stack.enter_context(mock.patch.object(store_writer, "fill_triples", lambda *a: 0))
+            stack.enter_context(mock.patch.object(store_writer, "_fill_triples", lambda *a: None))
+        t0, c0 = time.perf_counter(), time.process_time()
+        build_index([Path(dump)], Path(target), indexes=("kg",) if mode == "kg" else (), workers=1)
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(json.dumps([seconds, cpu]))
 
 
 def build_cost(shared: Path, out: Path, *, repeats: int = 5) -> list[list[Any]]:
@@ -283,7 +301,8 @@ def _report(table, mw, mo, cost, indexes, n_multihop) -> str:
         + f"\n\nMulti-hop ({n_multihop} HotpotQA dev questions, 3 hops, final k={MULTIHOP_K}): all-gold recall@{MULTIHOP_K} "
         f"{mo[f'all@{MULTIHOP_K}']:.3f} without kg, {mw[f'all@{MULTIHOP_K}']:.3f} with kg (as a channel and its "
         f"paths' pages as bridges); any-gold R@{MULTIHOP_K} {mo[f'R@{MULTIHOP_K}']:.3f} -> {mw[f'R@{MULTIHOP_K}']:.3f}.\n\n"
-        "Build cost of `triples`: in-process store builds (workers=1, no search index) without and with the triples "
+        "Build cost of `triples`: in-process store builds (workers=1, no search index, each in a fresh interpreter, "
+        "timed from the build call) without and with the triples "
         "(page extraction in the cleaner and the final resolve), and with the kg channel (`--indexes kg`: its graph "
         "arrays written into `lookups/`), 5 turns, each turn one build of each: the median CPU seconds of the build "
         "process (DuckDB's threads included; other jobs on the machine stretch wall time, much less CPU time), and "

@@ -45,5 +45,7 @@ class ParsedPage:
     categories: tuple[str, ...] = ()  # names without the "Category:" prefix
     see_also: tuple[str, ...] = ()  # canonical target titles from the "See also" section
     infoboxes: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # (type, ((key, clean value), ...))
+    # (key, value wikitext) of the infobox values holding links, nested templates already expanded
+    infobox_links: tuple[tuple[str, str], ...] = ()
     tables: tuple[tuple[str, ...], ...] = ()  # per table, per row: clean text "cell | cell | cell"
     warnings: tuple[str, ...] = field(default=())

@@ -64,7 +64,7 @@ class PageRows:
     links: list[tuple] = field(default_factory=list)  # (target_title, anchor_text, section_index)
     infobox: list[tuple] = field(default_factory=list)  # (infobox_type, key, value)
     table_rows: list[tuple] = field(default_factory=list)  # (table_index, row_index, text)
-    triples: list[tuple] = field(default_factory=list)  # indexer.triples.page_triples rows
+    triples: Any = None  # indexer.triples.PageTriples
     warnings: list[str] = field(default_factory=list)
     truncated: bool = False
     skipped: str | None = None  # why the page was left out, if it was
@@ -132,14 +132,14 @@ def _wikitext_rows(raw: RawPage, rows: PageRows, *, max_page_chars: int, passage
     rows.warnings.extend(f"{label}: {w}" for w in parsed.warnings)
     chunks = chunk_page(parsed, target_words=passage_words)
     _parsed_rows(parsed, chunks, rows)
-    _fill_triples(rows, parsed, chunks, text)
+    _fill_triples(rows, parsed, chunks)
 
 
-def _fill_triples(rows: PageRows, parsed: ParsedPage, chunks: list[ParsedChunk], wikitext: str) -> None:
+def _fill_triples(rows: PageRows, parsed: ParsedPage, chunks: list[ParsedChunk]) -> None:
     """The page's knowledge-graph triples (infobox fields, links with their sentence, "See also", categories)."""
     from indexer.triples import page_triples
 
-    rows.triples = page_triples(parsed, chunks, wikitext=wikitext)
+    rows.triples = page_triples(parsed, chunks)
 
 
 def _parsed_rows(parsed: ParsedPage, chunks: list[ParsedChunk], rows: PageRows) -> None:
@@ -362,17 +362,17 @@ def _page_to_rows(
     return passage_id
 
 
-def _triple_rows(columns: tuple[list, ...], page_id: int, triples: list[tuple], first_passage_id: int) -> None:
-    """``_triple_raw`` rows of a page: chunk indexes become (batch-local) passage ids."""
-    if not triples:
+def _triple_rows(columns: tuple[list, ...], page_id: int, triples: Any, first_passage_id: int) -> None:
+    """``_triple_raw`` rows of a page (:class:`indexer.triples.PageTriples`): chunk indexes become (batch-local)
+    passage ids."""
+    if not triples or not triples.objects:
         return
-    relations, objects, sources, chunks, sentences = zip(*triples)
-    columns[0].extend([page_id] * len(triples))
-    columns[1].extend(relations)
-    columns[2].extend(objects)
-    columns[3].extend(sources)
-    columns[4].extend([None if chunk is None else first_passage_id + chunk for chunk in chunks])
-    columns[5].extend(sentences)
+    columns[0].extend([page_id] * len(triples.objects))
+    columns[1].extend(triples.relations)
+    columns[2].extend(triples.objects)
+    columns[3].extend(triples.sources)
+    columns[4].extend([None if chunk is None else first_passage_id + chunk for chunk in triples.chunks])
+    columns[5].extend(triples.sentences)
 
 
 def _section_rows(
@@ -491,11 +491,11 @@ _COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "links": (("page_id", "int64"), ("target_title", "string"), ("anchor_text", "string"), ("section_index", "int32")),
     "infobox": (("page_id", "int64"), ("infobox_type", "string"), ("key", "string"), ("value", "string")),
     "table_rows": (("page_id", "int64"), ("table_index", "int32"), ("row_index", "int32"), ("text", "string")),
-    "_triple_raw": (
+    "_triple_raw": (  # relation given for infobox facts only; source: its index in indexer.triples.SOURCES
         ("subject_page_id", "int64"),
         ("relation", "string"),
         ("object_title", "string"),
-        ("source", "string"),
+        ("source", "uint8"),
         ("passage_id", "int64"),
         ("sentence_id", "int32"),
     ),
@@ -509,13 +509,6 @@ _COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("namespace", "int32"),
     ),
 }
-
-TRIPLE_RAW_DDL = """
-CREATE TABLE _triple_raw (
-    subject_page_id BIGINT, relation VARCHAR, object_title VARCHAR, source VARCHAR, passage_id BIGINT,
-    sentence_id INTEGER
-);
-"""
 
 _REDIRECT_RAW_DDL = """
 CREATE TABLE _redirect_raw (
@@ -554,6 +547,10 @@ class StoreWriter:
         self._buffers: dict[str, list] = {name: [] for name in _COLUMNS}  # Arrow tables per store table
         self._buffered: dict[str, list[int]] = {name: [0, 0] for name in _COLUMNS}  # [rows, bytes] per table
         self._redirect_seq = 0
+        # The facts wait for every page (their objects resolve against all titles) in a file of their own, beside
+        # the store: writing Parquet costs a fraction of loading a DuckDB table that is read once and dropped.
+        self.staged_triples = Path(str(self.db_path) + ".triples.parquet")
+        self._staged_writer: Any = None
         try:
             # ROW_GROUP_SIZE is an ATTACH option, hence an in-memory connection that attaches the file.
             self._con = duckdb.connect()
@@ -567,7 +564,6 @@ class StoreWriter:
             self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
             self._con.execute(STORE_DDL)
             self._con.execute(_REDIRECT_RAW_DDL)
-            self._con.execute(TRIPLE_RAW_DDL)
         except duckdb.Error as exc:
             raise BuildError(f"{self.db_path}: cannot create the store ({exc})") from exc
 
@@ -623,20 +619,33 @@ class StoreWriter:
         if whole_groups:
             cut = arrow.num_rows - arrow.num_rows % self.flush_rows
             arrow, rest = arrow.slice(0, cut), arrow.slice(cut)
-        names = ", ".join(name for name, _ in _COLUMNS[table])
-        try:
-            self._con.register("_batch", arrow)
-            self._con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _batch")
-        except duckdb.ConstraintException as exc:
-            raise self._constraint_error(table, exc) from exc
-        except duckdb.Error as exc:
-            raise BuildError(f"{self.db_path}: bulk load into {table} failed ({exc})") from exc
-        finally:
-            self._con.unregister("_batch")
+        if table == "_triple_raw":
+            self._stage_triples(arrow)
+        else:
+            names = ", ".join(name for name, _ in _COLUMNS[table])
+            try:
+                self._con.register("_batch", arrow)
+                self._con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _batch")
+            except duckdb.ConstraintException as exc:
+                raise self._constraint_error(table, exc) from exc
+            except duckdb.Error as exc:
+                raise BuildError(f"{self.db_path}: bulk load into {table} failed ({exc})") from exc
+            finally:
+                self._con.unregister("_batch")
         parts.clear()
         if rest is not None and rest.num_rows:
             parts.append(rest)
         self._buffered[table] = [rest.num_rows, rest.nbytes] if rest is not None else [0, 0]
+
+    def _stage_triples(self, arrow: Any) -> None:
+        import pyarrow.parquet as pq
+
+        try:
+            if self._staged_writer is None:
+                self._staged_writer = pq.ParquetWriter(self.staged_triples, arrow.schema, compression="zstd")
+            self._staged_writer.write_table(arrow)
+        except OSError as exc:
+            raise BuildError(f"{self.staged_triples}: cannot stage the triples ({exc})") from exc
 
     def _constraint_error(self, table: str, exc: Exception) -> InputError:
         if table == "pages":
@@ -748,46 +757,80 @@ class StoreWriter:
         return loops
 
     def _resolve_triples(self) -> None:
-        fill_triples(self._con)
+        writer, self._staged_writer = self._staged_writer, None
+        if writer is not None:
+            writer.close()
+        fill_triples(self._con, self.staged_triples if writer is not None else None)
 
     def close(self) -> None:
         con, self._con = getattr(self, "_con", None), None
         if con is not None:
             con.close()
+        writer, self._staged_writer = getattr(self, "_staged_writer", None), None
+        if writer is not None:
+            writer.close()
+        staged = getattr(self, "staged_triples", None)
+        if staged is not None:
+            staged.unlink(missing_ok=True)
 
 
 _COUNTED = {"sentences": "sentence_spans", "sections": "section_heads"}
 
-_TRIPLES_SQL = """
+
+def _triples_sql(staged: str) -> str:
+    """The facts of the query ``staged`` as ``triples`` rows: source and relation named (staged as a code, and
+    for infobox facts only), subject title and revision from ``pages``, the object's page after redirects."""
+    from indexer.triples import RELATION_OF_SOURCE, SOURCES
+
+    source = "CASE t.source " + " ".join(f"WHEN {i} THEN '{s}'" for i, s in enumerate(SOURCES)) + " END"
+    relation = (
+        "CASE t.source "
+        + " ".join(f"WHEN {SOURCES.index(s)} THEN '{r}'" for s, r in RELATION_OF_SOURCE.items())
+        + " ELSE t.relation END"
+    )
+    category = SOURCES.index("category")
+    return f"""
 INSERT INTO triples
-SELECT t.subject_page_id, p.title, t.relation, t.object_title, coalesce(o.page_id, r.page_id),
-       t.source, t.passage_id, t.sentence_id, p.rev_id
-FROM _triple_raw t
+SELECT t.subject_page_id, p.title, {relation}, t.object_title, coalesce(o.page_id, r.page_id),
+       {source}, t.passage_id, t.sentence_id, p.rev_id
+FROM ({staged}) t
 JOIN pages p ON p.page_id = t.subject_page_id
 LEFT JOIN (SELECT title, min(page_id) AS page_id FROM pages GROUP BY title) o
-       ON o.title = CASE WHEN t.source = 'category' THEN 'Category:' || t.object_title ELSE t.object_title END
+       ON o.title = CASE WHEN t.source = {category} THEN 'Category:' || t.object_title ELSE t.object_title END
 LEFT JOIN (SELECT source_title, min(target_page_id) AS page_id FROM redirects
            WHERE target_page_id IS NOT NULL GROUP BY source_title) r
-       ON r.source_title = t.object_title AND t.source <> 'category'
+       ON r.source_title = t.object_title AND t.source <> {category}
 WHERE coalesce(o.page_id, r.page_id) IS DISTINCT FROM t.subject_page_id  -- no page points at itself
 ORDER BY t.subject_page_id  -- what the zone maps need; readers order a page's facts themselves (FACT_ORDER)
 """
 
 
-def fill_triples(con: Any) -> int:
-    """``triples`` from the rows staged in ``_triple_raw`` (which it drops): subject title and revision from
-    ``pages``, the object's page after redirects (NULL when it has none), ordered by subject so a lookup by subject
-    reads few row groups (by subject only: each reader orders a page's facts itself, and sorting on their strings
-    too made this step a quarter slower). A store without links (clean text, given sentences) gets the titles its
-    sentences name first (:func:`indexer.triples.text_mention_rows`). Returns the rows added."""
-    if not con.execute("SELECT count(*) FROM links").fetchone()[0]:
-        _stage_text_mentions(con)
-    added = con.execute(_TRIPLES_SQL).fetchone()[0]
-    con.execute("DROP TABLE _triple_raw")
-    return int(added)
+def fill_triples(con: Any, staged: Path | None = None) -> int:
+    """``triples`` from the facts staged in the Parquet file ``staged`` (deleted once read): subject title and
+    revision from ``pages``, the object's page after redirects (NULL when it has none), ordered by subject so a
+    lookup by subject reads few row groups (by subject only: each reader orders a page's facts itself, and sorting
+    on their strings too made this step a quarter slower). A store without links (clean text, given sentences)
+    gets the titles its sentences name (:func:`indexer.triples.text_mention_rows`). Returns the rows added."""
+    parts = []
+    if staged is not None:
+        parts.append(f"SELECT * FROM read_parquet({_sql_string(str(staged))})")
+    mentions = None if con.execute("SELECT count(*) FROM links").fetchone()[0] else _text_mentions(con)
+    if mentions is not None:
+        con.register("_mentions", mentions)
+        parts.append("SELECT * FROM _mentions")
+    try:
+        if not parts:
+            return 0
+        return int(con.execute(_triples_sql(" UNION ALL ".join(parts))).fetchone()[0])
+    finally:
+        if mentions is not None:
+            con.unregister("_mentions")
+        if staged is not None:
+            staged.unlink(missing_ok=True)
 
 
-def _stage_text_mentions(con: Any) -> None:
+def _text_mentions(con: Any) -> Any:
+    """The staged-fact rows of the titles each page's text names, as an Arrow table (None when none is named)."""
     from indexer.triples import text_mention_rows
 
     titles = [r[0] for r in con.execute("SELECT title FROM pages").fetchall()]
@@ -797,12 +840,7 @@ def _stage_text_mentions(con: Any) -> None:
         FROM sentence_spans s JOIN passages p USING (passage_id)
         WHERE p.source = 'text' ORDER BY s.passage_id, s.sentence_index""").fetchall()
     columns = text_mention_rows(titles, rows)
-    if columns[0]:
-        con.register("_mentions", _arrow_columns("_triple_raw", columns))
-        try:
-            con.execute("INSERT INTO _triple_raw SELECT * FROM _mentions")
-        finally:
-            con.unregister("_mentions")
+    return _arrow_columns("_triple_raw", columns) if columns[0] else None
 
 
 def _int64_scalar(value: int):

@@ -1,12 +1,14 @@
 """Triples of the knowledge-graph channel, taken from a parsed page's own structure.
 
-``(relation, object_title, source, chunk_index, page_sentence)`` per fact, where ``source`` is ``infobox``,
-``link``, ``see_also`` or ``category`` and the chunk/sentence say where the fact is stated (None when no passage
-states it). The store writer turns them into ``triples`` rows; object pages are resolved there, after redirects.
+A page's facts come as columns (:class:`PageTriples`: relation, object title, source, chunk, page sentence), where
+the source is ``infobox``, ``link``, ``see_also`` or ``category`` and the chunk/sentence say where the fact is
+stated. The store writer stages them and turns them into ``triples`` rows; object pages are resolved there, after
+redirects.
 
 Infobox relations are normalised (``birthplace``, ``place_of_birth`` -> ``birth_place``). The cleaner renders an
-infobox value to plain text, so its links are read again from the raw template: a value holding several links
-gives one triple per link. A link in the running text is ``mentions``, kept with the sentence holding it.
+infobox value to plain text, so its links are read from the value's wikitext, which the cleaner keeps (nested
+templates expanded as the page shows them): a value holding several links gives one triple per link. A link in
+the running text is ``mentions``, kept with the sentence holding it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
+from typing import NamedTuple
 
 from indexer.parsed import ParsedChunk, ParsedPage
 from wikiground.text import canonical_title
@@ -22,7 +25,10 @@ from wikiground.text import canonical_title
 MENTIONS = "mentions"
 SEE_ALSO = "see_also"
 CATEGORY = "category"
-SOURCES = ("infobox", "link", "see_also", "category")
+SOURCES = ("infobox", "link", "see_also", "category")  # staged as their index (PageTriples.sources)
+_INFOBOX, _LINK, _SEE_ALSO, _CATEGORY = range(len(SOURCES))
+RELATION_OF_SOURCE = {"link": MENTIONS, "see_also": SEE_ALSO, "category": CATEGORY}  # infobox facts have their own
+_NO_END = 1 << 62  # sorts after every sentence end (link_triples' bisect over (start, end) pairs)
 MAX_VALUE_CHARS = 80  # a plain infobox value longer than this is prose, not an entity
 MAX_LINKS_PER_VALUE = 20  # a value listing more is a navigation list
 
@@ -56,15 +62,17 @@ _DATE_LIKE = re.compile(
     r"October|November|December)(?:\s+\d{1,2})?|\d{1,2}\s+\w+|\d{1,4}s?\s+in\s+.+|Circa|C\.)$"
 )
 _VALUE_SPLIT = re.compile(r"\s*(?:[,;/\n•]|\band\b|\bor\b)\s*")
-_INFOBOX_START = re.compile(r"\{\{\s*[Ii]nfobox")
-_BRACES = re.compile(r"\{\{|\}\}")
-_ARG_TOKENS = re.compile(r"\[\[|\]\]|\{\{|\}\}|\|")
-_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.S)
 _RAW_LINK = re.compile(r"\[\[([^\[\]|]*)(?:\|[^\[\]]*)?\]\]")
 _SKIP_PREFIXES = frozenset({"file", "image", "media", "category", "wikt", "wiktionary", "commons", "s", "q", "w"})
 
 
 @lru_cache(maxsize=65536)  # infobox keys repeat across pages
+def _fact_relation(key: str) -> str | None:
+    """The relation an infobox key states, None for a key of layout, media or references."""
+    return None if _LAYOUT_KEY.search(key) else normalise_relation(key)
+
+
+@lru_cache(maxsize=65536)
 def normalise_relation(key: str) -> str:
     """One name per relation: ``birth_place``, ``birthplace``, ``place_of_birth``, ``Birth place`` are one."""
     k = _SEPARATORS.sub("_", key.strip().casefold()).strip("_")
@@ -86,32 +94,6 @@ def link_relation(relation: str, target: str) -> str:
     return relation
 
 
-def _template_end(text: str, start: int) -> int:
-    """End offset of the ``{{...}}`` opening at ``start`` (the text's end when it never closes)."""
-    depth = 0
-    for m in _BRACES.finditer(text, start):
-        depth += 1 if m.group() == "{{" else -1
-        if depth == 0:
-            return m.end()
-    return len(text)
-
-
-def _top_level_args(body: str) -> list[str]:
-    """``body`` split at the pipes outside nested links and templates."""
-    args, depth, last = [], 0, 0
-    for m in _ARG_TOKENS.finditer(body):
-        tok = m.group()
-        if tok in ("[[", "{{"):
-            depth += 1
-        elif tok in ("]]", "}}"):
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            args.append(body[last : m.start()])
-            last = m.end()
-    args.append(body[last:])
-    return args
-
-
 def _link_targets(value: str) -> list[str]:
     out: list[str] = []
     for m in _RAW_LINK.finditer(value):
@@ -126,19 +108,13 @@ def _link_targets(value: str) -> list[str]:
     return out[:MAX_LINKS_PER_VALUE]
 
 
-def raw_infobox_links(wikitext: str) -> dict[str, list[str]]:
-    """Key (as written) -> the titles its value links to, over every infobox of the raw wikitext."""
+def infobox_link_targets(parsed: ParsedPage) -> dict[str, list[str]]:
+    """Key (as written) -> the titles its value links to, over every infobox of the page."""
     found: dict[str, list[str]] = {}
-    for m in _INFOBOX_START.finditer(wikitext):
-        end = _template_end(wikitext, m.start())
-        body = _COMMENT.sub("", wikitext[m.start() + 2 : max(m.start() + 2, end - 2)])
-        for arg in _top_level_args(body)[1:]:
-            eq = arg.find("=")
-            if eq <= 0 or "[[" not in arg:
-                continue
-            targets = _link_targets(arg[eq + 1 :])
-            if targets:
-                found.setdefault(arg[:eq].strip(), []).extend(targets)
+    for key, value in parsed.infobox_links:
+        targets = _link_targets(value)
+        if targets:
+            found.setdefault(key, []).extend(targets)
     return found
 
 
@@ -165,20 +141,19 @@ def _info_rows(chunks: Sequence[ParsedChunk], starts: Sequence[int]) -> dict[str
     return rows
 
 
-def infobox_triples(
-    parsed: ParsedPage, chunks: Sequence[ParsedChunk], starts: Sequence[int], wikitext: str | None
-) -> Iterator[tuple]:
-    """Triples of the infobox fields: one per linked title, else one per short plain value."""
+def infobox_triples(parsed: ParsedPage, chunks: Sequence[ParsedChunk], starts: Sequence[int]) -> Iterator[tuple]:
+    """``(relation, object, chunk, sentence)`` of the infobox fields: one per linked title, else one per short
+    plain value."""
     if not parsed.infoboxes:
         return
-    links = raw_infobox_links(wikitext) if wikitext else {}
+    links = infobox_link_targets(parsed)
     where = _info_rows(chunks, starts)
     seen: set[tuple[str, str]] = set()
     for _kind, pairs in parsed.infoboxes:
         for key, value in pairs:
-            if _LAYOUT_KEY.search(key):
+            relation = _fact_relation(key)
+            if relation is None:
                 continue
-            relation = normalise_relation(key)
             chunk, sentence = where.get(key.replace("_", " ").casefold(), (None, None))
             targets = links.get(key)
             if targets:
@@ -191,11 +166,14 @@ def infobox_triples(
             for rel, obj in objects:
                 if (rel, obj) not in seen:
                     seen.add((rel, obj))
-                    yield (rel, obj, "infobox", chunk, sentence)
+                    yield (rel, obj, chunk, sentence)
 
 
-def link_triples(parsed: ParsedPage, chunks: Sequence[ParsedChunk], starts: Sequence[int]) -> list[tuple]:
-    """One ``mentions`` triple per linked title (its first link), with the sentence that holds the link.
+def link_triples(
+    parsed: ParsedPage, chunks: Sequence[ParsedChunk], starts: Sequence[int]
+) -> tuple[list[str], list[int | None], list[int | None]]:
+    """The ``mentions`` facts as columns: each linked title (its first link), and the chunk and page sentence that
+    hold the link (None when its anchor is not found in the section's text).
 
     Links come in text order, so each section's anchors are looked for from where the last one was found on."""
     by_section: dict[int, list[int]] = {}
@@ -203,11 +181,10 @@ def link_triples(parsed: ParsedPage, chunks: Sequence[ParsedChunk], starts: Sequ
         if chunk.source == "text":
             by_section.setdefault(chunk.section_index, []).append(i)
     texts = [chunk.text for chunk in chunks]
-    heads: dict[int, list[int]] = {}  # chunk -> its sentences' start offsets, made on first use
     cursor: dict[int, tuple[int, int]] = {}  # section -> (position in its chunk list, offset) of the last link
-    out: list[tuple] = []
+    out: list[tuple[str, int | None, int | None]] = []
     seen: set[str] = set()
-    current, order, pos, offset = None, None, 0, 0
+    current, order, pos, offset, text = None, None, 0, 0, ""
     for target, anchor, section in parsed.links:
         if target in seen:
             continue
@@ -217,21 +194,24 @@ def link_triples(parsed: ParsedPage, chunks: Sequence[ParsedChunk], starts: Sequ
                 cursor[current] = (pos, offset)
             current, order = section, by_section.get(section)
             pos, offset = cursor.get(section, (0, 0))
-        at = texts[order[pos]].find(anchor, offset) if order and anchor else -1  # nearly always in the same chunk
+            text = texts[order[pos]] if order else ""
+        at = text.find(anchor, offset) if anchor else -1  # nearly always in the same chunk
         if at < 0:
             found = _locate(texts, order, (pos, offset), anchor) if order and anchor else None
             if found is None:
-                out.append((MENTIONS, target, "link", None, None))
+                out.append((target, None, None))
                 continue
             pos, at = found
+            text = texts[order[pos]]  # type: ignore[index]
         offset = at
         chunk = order[pos]  # type: ignore[index]
-        starts_of = heads.get(chunk)
-        if starts_of is None:
-            starts_of = heads[chunk] = [a for a, _ in chunks[chunk].sentences]
-        j = bisect_right(starts_of, at) - 1
-        out.append((MENTIONS, target, "link", chunk, starts[chunk] + (j if j > 0 else 0)))
-    return out
+        # The sentences (start, end) that start at or before the anchor, the last of them holding it.
+        j = bisect_right(chunks[chunk].sentences, (at, _NO_END)) - 1
+        out.append((target, chunk, starts[chunk] + (j if j > 0 else 0)))
+    if not out:
+        return [], [], []
+    objects, in_chunk, in_sentence = zip(*out)
+    return list(objects), list(in_chunk), list(in_sentence)
 
 
 def _locate(texts: Sequence[str], order: Sequence[int], at: tuple[int, int], anchor: str) -> tuple[int, int] | None:
@@ -249,14 +229,38 @@ def _locate(texts: Sequence[str], order: Sequence[int], at: tuple[int, int], anc
     return _locate(texts, order, (0, 0), anchor)
 
 
-def page_triples(parsed: ParsedPage, chunks: Sequence[ParsedChunk], *, wikitext: str | None = None) -> list[tuple]:
-    """Every triple of one page: ``(relation, object_title, source, chunk_index, page_sentence)``."""
+class PageTriples(NamedTuple):
+    """A page's facts as columns, the way the store stages them: ``relation`` is given for infobox facts only (the
+    others' relation is their source's, :data:`RELATION_OF_SOURCE`), ``source`` is an index into :data:`SOURCES`,
+    ``chunk`` / ``sentence`` say where the fact is stated (None when no passage states it)."""
+
+    relations: list[str | None]
+    objects: list[str]
+    sources: list[int]
+    chunks: list[int | None]
+    sentences: list[int | None]
+
+
+def page_triples(parsed: ParsedPage, chunks: Sequence[ParsedChunk]) -> PageTriples:
+    """Every fact of one page: infobox fields, links with their sentence, "See also", categories."""
     starts = _sentence_starts(chunks)
-    out = list(infobox_triples(parsed, chunks, starts, wikitext))
-    out.extend(link_triples(parsed, chunks, starts))
-    out.extend((SEE_ALSO, t, "see_also", None, None) for t in dict.fromkeys(parsed.see_also))
-    out.extend((CATEGORY, c, "category", None, None) for c in dict.fromkeys(parsed.categories))
-    return out
+    info = list(infobox_triples(parsed, chunks, starts))
+    linked, link_chunks, link_sentences = link_triples(parsed, chunks, starts)
+    see_also = list(dict.fromkeys(parsed.see_also))
+    categories = list(dict.fromkeys(parsed.categories))
+    n_info, n_links, n_see, n_cat = len(info), len(linked), len(see_also), len(categories)
+    rest = [None] * (n_see + n_cat)
+    if info:
+        relations, objects, info_chunks, info_sentences = (list(c) for c in zip(*info))
+    else:
+        relations, objects, info_chunks, info_sentences = [], [], [], []
+    relations.extend([None] * (n_links + n_see + n_cat))
+    objects.extend(linked)
+    objects.extend(see_also)
+    objects.extend(categories)
+    sources = [_INFOBOX] * n_info + [_LINK] * n_links + [_SEE_ALSO] * n_see + [_CATEGORY] * n_cat
+    where = info_chunks + link_chunks + rest, info_sentences + link_sentences + rest
+    return PageTriples(relations, objects, sources, *where)
 
 
 _OPENING = "\"'“‘(["
@@ -321,6 +325,6 @@ def text_mention_rows(titles: Sequence[str], sentences: Sequence[tuple]) -> tupl
             if (page_id, name) in seen:
                 continue
             seen.add((page_id, name))
-            for column, value in zip(columns, (page_id, MENTIONS, name, "link", passage_id, sentence)):
+            for column, value in zip(columns, (page_id, None, name, _LINK, passage_id, sentence)):
                 column.append(value)
     return columns

@@ -557,10 +557,11 @@ def _is_infobox(name: str) -> str | None:
 
 
 class _TemplateState:
-    __slots__ = ("infoboxes", "disambiguation")
+    __slots__ = ("infoboxes", "infobox_links", "disambiguation")
 
     def __init__(self) -> None:
         self.infoboxes: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+        self.infobox_links: list[tuple[str, str]] = []  # (key, value wikitext) of the values holding links
         self.disambiguation = False
 
 
@@ -595,6 +596,8 @@ def _handle_template(body: str, state: _TemplateState) -> str:
         values = _inline_many(raw_values, br=", ")
         pairs = [(k, v) for k, v in zip(keys, values) if k and v]
         state.infoboxes.append((raw_type, tuple(pairs)))
+        # The knowledge graph takes a value's links from its wikitext: the clean value has lost them.
+        state.infobox_links.extend((k, raw) for k, raw in zip(keys, raw_values) if k and "[[" in raw)
         return ""
     if name not in _RENDERED and not name.startswith("lang-"):
         return ""
@@ -1348,6 +1351,16 @@ def parse_wikitext(wikitext: str, *, title: str = "", max_chars: int = DEFAULT_M
         return ParsedPage(warnings=tuple(warnings) + (f"parse failed: {exc!r}",))
 
 
+def _see_also(links: list[ParsedLink], in_see_also: list[bool], templated: list[str]) -> list[str]:
+    """The titles a "See also" section links to, then those of the page's {{See also}}-style templates."""
+    see_also: list[str] = []
+    for link in links:
+        if in_see_also[link.section_index] and link.target_title not in see_also:
+            see_also.append(link.target_title)
+    see_also.extend(t for t in templated if t not in see_also)
+    return see_also
+
+
 def _parse(text: str, warnings: list[str]) -> ParsedPage:
     redirect = is_redirect(text)
     if "\r" in text:
@@ -1367,7 +1380,6 @@ def _parse(text: str, warnings: list[str]) -> ParsedPage:
     sink = _LinkSink()
     bodies = _render_sections([text[start:end] for _, _, start, end in spans], sink)
     sections: list[ParsedSection] = []
-    see_also: list[str] = []
     in_see_also: list[bool] = []
     levels: list[int] = []
     paths: list[str] = []
@@ -1391,11 +1403,7 @@ def _parse(text: str, warnings: list[str]) -> ParsedPage:
         sections.append(
             ParsedSection(index=i, level=level, heading=heading, parent_index=parent, heading_path=path, text=bodies[i])
         )
-    for link in sink.links:
-        if in_see_also[link.section_index] and link.target_title not in see_also:
-            see_also.append(link.target_title)
-    see_also.extend(t for t in templated_see_also if t not in see_also)
-
+    see_also = _see_also(sink.links, in_see_also, templated_see_also)
     return ParsedPage(
         redirect_target=redirect[0] if redirect else None,
         redirect_fragment=redirect[1] if redirect else None,
@@ -1405,6 +1413,7 @@ def _parse(text: str, warnings: list[str]) -> ParsedPage:
         categories=tuple(sink.categories),
         see_also=tuple(see_also),
         infoboxes=tuple(state.infoboxes),
+        infobox_links=tuple(state.infobox_links),
         tables=tuple(rows for _, rows in tables),
         warnings=tuple(warnings),
     )

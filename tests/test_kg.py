@@ -8,7 +8,8 @@ import shutil
 import duckdb
 import pytest
 
-from indexer.triples import link_relation, normalise_relation, raw_infobox_links
+from indexer.triples import infobox_link_targets, link_relation, normalise_relation
+from indexer.wikitext import parse_wikitext
 from tests.conftest import SHARED
 from wikiground.errors import ConfigError, IndexMissingError
 
@@ -63,9 +64,16 @@ def test_aristotle_infobox_gives_one_triple_per_link(gensim_store):
     assert stagira[7] == row[2]
 
 
-def test_raw_infobox_value_with_several_links():
-    text = "{{Infobox philosopher\n| influences = {{hlist |[[Parmenides]] |[[Socrates]] |[[Plato|P.]]}}\n}}\nBody."
-    assert raw_infobox_links(text) == {"influences": ["Parmenides", "Socrates", "Plato"]}
+def test_infobox_value_with_several_links():
+    text = (
+        "{{Infobox philosopher\n| influences = {{hlist |[[Parmenides]] |[[Socrates]] |[[Plato|P.]]}}"
+        "<ref>[[Cited Book]]</ref>\n| era = [[Ancient philosophy]]\n| name = Someone\n}}\nBody."
+    )
+    # A footnote's links are its sources, not the value's facts.
+    assert infobox_link_targets(parse_wikitext(text)) == {
+        "influences": ["Parmenides", "Socrates", "Plato"],
+        "era": ["Ancient philosophy"],
+    }
 
 
 def test_links_keep_their_sentence(gensim_store):
@@ -78,16 +86,19 @@ def test_links_keep_their_sentence(gensim_store):
             "ON l.page_id = t.subject_page_id AND l.target_title = t.object_title WHERE t.source = 'link'"
         ).fetchone()
         links = con.execute("SELECT count(DISTINCT (page_id, target_title)) FROM links").fetchone()[0]
-        relations = {
-            r[0] for r in con.execute("SELECT DISTINCT relation FROM triples WHERE source <> 'infobox'").fetchall()
-        }
+        relations = set(
+            con.execute("SELECT DISTINCT source, relation FROM triples WHERE source <> 'infobox'").fetchall()
+        )
         sources = {r[0] for r in con.execute("SELECT DISTINCT source FROM triples").fetchall()}
+        infobox_relations = con.execute("SELECT count(*) FROM triples WHERE relation IS NULL").fetchone()[0]
     finally:
         con.close()
     # One mentions triple per linked title of a page, nearly all with the sentence that holds the link.
     assert stated[0] >= 0.99 * links and stated[1] >= 0.95 * stated[0]
-    assert relations == {"mentions", "see_also", "category"}
-    assert sources == {"infobox", "link", "see_also", "category"}
+    assert relations == {("link", "mentions"), ("see_also", "see_also"), ("category", "category")}
+    assert sources == {"infobox", "link", "see_also", "category"} and infobox_relations == 0
+    # The facts staged during the build are gone from the finished index.
+    assert sorted(p.name for p in gensim_store.iterdir()) == ["lookups", "manifest.json", "wiki.duckdb"]
 
 
 def test_objects_resolve_after_redirects(tmp_path):
