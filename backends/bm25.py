@@ -380,9 +380,10 @@ class _TopK:
         top = sorted(((score, ids[doc]) for doc, score in scored), key=lambda x: (-x[0], str(x[1])))[:k]
         # As Anserini ranks (its ScoreTiesAdjusterReranker): scores rounded to 4 decimals, ties by the id string.
         ranked = sorted(((round(score, 4), pid) for score, pid in top), key=lambda x: (-x[0], str(x[1])))
+        pages, titles = self.table.pages_and_titles([pid for _, pid in ranked])
         return [
-            Hit(pid, self.table.page_id(pid), score, rank, NAME, title=self.table.title(pid))
-            for rank, (score, pid) in enumerate(ranked, start=1)
+            Hit(pid, page, score, rank, NAME, title=title)
+            for rank, ((score, pid), page, title) in enumerate(zip(ranked, pages, titles), start=1)
         ]
 
     def _passage_ids(self, docs: list[int]) -> dict[int, int]:

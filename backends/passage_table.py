@@ -8,6 +8,7 @@ All are memory-mapped on open: millions of titles cost nothing until used.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -86,6 +87,7 @@ class PassageTable:
             raise IndexCorruptError(f"{folder}: passage table unreadable: {exc}") from exc
         if len(self.offsets) != len(self.page_ids) + 1:
             raise IndexCorruptError(f"{folder}: page_title_offsets.npy does not match page_ids.npy")
+        self._text = memoryview(self._titles)  # sliced without making a numpy view per title
 
     def __len__(self) -> int:
         return len(self.page_of)
@@ -99,4 +101,17 @@ class PassageTable:
         if row >= len(self.page_ids) or self.page_ids[row] != pid:
             return ""
         a, b = int(self.offsets[row]), int(self.offsets[row + 1])
-        return bytes(self._titles[a:b]).decode("utf-8")
+        return str(self._text[a:b], "utf-8")
+
+    def pages_and_titles(self, passage_ids: Sequence[int] | np.ndarray) -> tuple[list[int], list[str]]:
+        """The page id and title of each passage, looked up for all of them at once (a search's hits)."""
+        pids = self.page_of[np.asarray(passage_ids, dtype=np.int64)]
+        n = len(self.page_ids)
+        if not n or not len(pids):
+            return pids.tolist(), [""] * len(pids)
+        rows = np.minimum(np.searchsorted(self.page_ids, pids), n - 1)
+        found = (self.page_ids[rows] == pids).tolist()
+        starts, ends = self.offsets[rows].tolist(), self.offsets[rows + 1].tolist()
+        text = self._text
+        titles = [str(text[a:b], "utf-8") if ok else "" for a, b, ok in zip(starts, ends, found)]
+        return pids.tolist(), titles

@@ -300,10 +300,10 @@ class TfidfBackend:
             ids, scores = ids[top], scores[top]
         order = np.lexsort((ids, -scores))  # ties by passage id: deterministic
         ids, scores = ids[order].tolist(), scores[order].tolist()
-        pages = self.table.page_of[ids].tolist()
+        pages, titles = self.table.pages_and_titles(ids)
         return [
-            Hit(passage_id=i, page_id=p, score=s, rank=r + 1, channel=NAME, title=self.table.title(i))
-            for r, (i, p, s) in enumerate(zip(ids, pages, scores))
+            Hit(passage_id=i, page_id=p, score=s, rank=r + 1, channel=NAME, title=t)
+            for r, (i, p, s, t) in enumerate(zip(ids, pages, scores, titles))
         ]
 
     def search(self, query: str, k: int = 10) -> list[Hit]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from wikiground.errors import ConfigError
@@ -63,28 +63,20 @@ class FusedPage:
     passages: list[FusedPassage] = field(default_factory=list)  # all its passages, best first
 
 
-def _channel_contrib(method: str, rank: int, score: float, lo: float, hi: float, rrf_k: int) -> float:
+def _contributions(method: str, hits: Sequence[Hit], cw: float, rrf_k: int) -> Callable[[int, float], float]:
+    """A channel's contribution for a rank and score: weighted RRF, or its min-max normalised score (a single-hit
+    channel counts fully)."""
     if method == "rrf":
-        return 1.0 / (rrf_k + rank)
-    # Min-max normalised score per channel; a single-hit channel counts fully.
-    return 1.0 if hi <= lo else (score - lo) / (hi - lo)
+        return lambda rank, score: cw * (1.0 / (rrf_k + rank))
+    lo = min(h.score for h in hits)
+    hi = max(h.score for h in hits)
+    if hi <= lo:
+        return lambda rank, score: cw * 1.0
+    return lambda rank, score: cw * ((score - lo) / (hi - lo))
 
 
-def _add_hit(passages: dict[int, FusedPassage], channel: str, h: Hit, contrib: float) -> None:
-    """Count one channel's hit towards its passage (a channel counts once per passage)."""
-    fp = passages.get(h.passage_id)
-    if fp is None:
-        fp = passages[h.passage_id] = FusedPassage(h.passage_id, h.page_id, 0.0, title=h.title)
-    if channel not in fp.ranks:
-        fp.ranks[channel] = h.rank
-        fp.scores[channel] = h.score
-        fp.score += contrib
-    if h.matched and not fp.matched:
-        fp.matched = h.matched
-    if not fp.title and h.title:
-        fp.title = h.title
-    if h.triples and not fp.triples:
-        fp.triples, fp.stated = h.triples, h.stated
+def _passage_order(p: FusedPassage) -> tuple[float, int, int]:
+    return (-p.score, min(p.ranks.values()), p.passage_id)
 
 
 def fuse(
@@ -94,7 +86,9 @@ def fuse(
     method: str = "rrf",
     rrf_k: int = RRF_K,
 ) -> list[FusedPage]:
-    """Fuse per-channel hit lists into pages, best first (deterministic tie-break by page id)."""
+    """Fuse per-channel hit lists into pages, best first (deterministic tie-break by page id).
+
+    Every claim's hits pass through here, a few hundred of them: hence one loop with the per-hit work inline."""
     if method not in FUSION_METHODS:
         raise ValueError(f"unknown fusion method {method!r}; choose one of {', '.join(FUSION_METHODS)}")
     w = dict(DEFAULT_WEIGHTS)
@@ -107,33 +101,44 @@ def fuse(
     for channel, hits in results.items():
         if not hits:
             continue
-        cw = w.get(channel, 1.0)
-        lo = min(h.score for h in hits)
-        hi = max(h.score for h in hits)
+        contrib = _contributions(method, hits, w.get(channel, 1.0), rrf_k)
         page_rank = 0
         seen_pages: set[int] = set()
         for h in hits:
-            _add_hit(passages, channel, h, cw * _channel_contrib(method, h.rank, h.score, lo, hi, rrf_k))
+            # The hit counts towards its passage (once per channel) ...
+            fp = passages.get(h.passage_id)
+            if fp is None:
+                fp = passages[h.passage_id] = FusedPassage(h.passage_id, h.page_id, 0.0, title=h.title)
+            if channel not in fp.ranks:
+                fp.ranks[channel] = h.rank
+                fp.scores[channel] = h.score
+                fp.score += contrib(h.rank, h.score)
+            if h.matched and not fp.matched:
+                fp.matched = h.matched
+            if not fp.title and h.title:
+                fp.title = h.title
+            if h.triples and not fp.triples:
+                fp.triples, fp.stated = h.triples, h.stated
+            # ... and, the first time the channel names the page, towards the page at the page's own rank.
             if h.page_id in seen_pages:
                 continue
             seen_pages.add(h.page_id)
             page_rank += 1
             page_ranks.setdefault(h.page_id, {})[channel] = page_rank
-            page_score[h.page_id] = page_score.get(h.page_id, 0.0) + cw * _channel_contrib(
-                method, page_rank, h.score, lo, hi, rrf_k
-            )
+            page_score[h.page_id] = page_score.get(h.page_id, 0.0) + contrib(page_rank, h.score)
 
     by_page: dict[int, list[FusedPassage]] = {}
     for fp in passages.values():
         by_page.setdefault(fp.page_id, []).append(fp)
     pages: list[FusedPage] = []
     for pid, plist in by_page.items():
-        plist.sort(key=lambda p: (-p.score, min(p.ranks.values()), p.passage_id))
         best = plist[0]
-        # A title-channel match names the entity: carry it to the page's representative passage.
-        matched = next((p.matched for p in plist if p.matched), None)
-        if matched and not best.matched:
-            best.matched = matched
+        if len(plist) > 1:  # most pages have one passage among the hits
+            plist.sort(key=_passage_order)
+            best = plist[0]
+            # A title-channel match names the entity: carry it to the page's representative passage.
+            if not best.matched:
+                best.matched = next((p.matched for p in plist if p.matched), None)
         pages.append(FusedPage(pid, page_score[pid], best, page_ranks[pid], plist))
     pages.sort(key=lambda p: (-p.score, p.page_id))
     return pages

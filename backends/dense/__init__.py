@@ -352,17 +352,12 @@ class DenseBackend:
         if self.rows is not None:  # scope leads: rows of vectors.npy -> passage ids
             ids = np.where(ids >= 0, self.rows[np.clip(ids, 0, None)], -1)
         for row, i in enumerate(live):
+            keep = ids[row] >= 0
+            pids, sims = ids[row][keep].tolist(), scores[row][keep].tolist()
+            pages, titles = self.table.pages_and_titles(pids)
             results[i] = [
-                Hit(
-                    passage_id=int(pid),
-                    page_id=self.table.page_id(int(pid)),
-                    score=float(s),
-                    rank=r + 1,
-                    channel=NAME,
-                    title=self.table.title(int(pid)),
-                )
-                for r, (pid, s) in enumerate(zip(ids[row], scores[row]))
-                if pid >= 0
+                Hit(passage_id=pid, page_id=page, score=s, rank=r + 1, channel=NAME, title=title)
+                for r, (pid, page, s, title) in enumerate(zip(pids, pages, sims, titles))
             ]
         return results
 
