@@ -127,6 +127,13 @@ def fuse(
             page_ranks.setdefault(h.page_id, {})[channel] = page_rank
             page_score[h.page_id] = page_score.get(h.page_id, 0.0) + contrib(page_rank, h.score)
 
+    return _pages(passages, page_score, page_ranks)
+
+
+def _pages(
+    passages: Mapping[int, FusedPassage], page_score: Mapping[int, float], page_ranks: Mapping[int, dict[str, int]]
+) -> list[FusedPage]:
+    """The fused passages gathered into their pages, best first; each page's passages best first."""
     by_page: dict[int, list[FusedPassage]] = {}
     for fp in passages.values():
         by_page.setdefault(fp.page_id, []).append(fp)

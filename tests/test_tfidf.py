@@ -358,3 +358,12 @@ def test_a_build_that_would_not_fit_the_disk_is_refused_before_it_starts(built, 
     with pytest.raises(BuildError, match=r"needs about .* GiB of disk"):
         tfidf.build(built[0] / "wiki.duckdb", tmp_path / "big")
     assert not list((tmp_path / "big").glob(".spill-*"))
+
+
+def test_passage_table_looks_up_many_as_one_at_a_time(built):
+    from backends.passage_table import PassageTable
+
+    table = PassageTable(built[0] / "tfidf")
+    ids = [7, 0, N_PASSAGES - 1, 7, 42]
+    assert table.pages_and_titles(ids) == ([table.page_id(i) for i in ids], [table.title(i) for i in ids])
+    assert all(table.title(i) for i in ids) and table.pages_and_titles([]) == ([], [])
