@@ -358,12 +358,12 @@ def _page_to_rows(
     _extend_rows(cols["links"], pid, rows.links)
     _extend_rows(cols["infobox"], pid, rows.infobox)
     _extend_rows(cols["table_rows"], pid, rows.table_rows)
-    _triple_rows(cols["_triple_raw"], pid, rows.triples, passage_id - len(rows.passages))
+    _staged_triple_rows(cols["_staged_triples"], pid, rows.triples, passage_id - len(rows.passages))
     return passage_id
 
 
-def _triple_rows(columns: tuple[list, ...], page_id: int, triples: Any, first_passage_id: int) -> None:
-    """``_triple_raw`` rows of a page (:class:`indexer.triples.PageTriples`): chunk indexes become (batch-local)
+def _staged_triple_rows(columns: tuple[list, ...], page_id: int, triples: Any, first_passage_id: int) -> None:
+    """``_staged_triples`` rows of a page (:class:`indexer.triples.PageTriples`): chunk indexes become (batch-local)
     passage ids."""
     if not triples or not triples.objects:
         return
@@ -491,7 +491,7 @@ _COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "links": (("page_id", "int64"), ("target_title", "string"), ("anchor_text", "string"), ("section_index", "int32")),
     "infobox": (("page_id", "int64"), ("infobox_type", "string"), ("key", "string"), ("value", "string")),
     "table_rows": (("page_id", "int64"), ("table_index", "int32"), ("row_index", "int32"), ("text", "string")),
-    "_triple_raw": (  # relation given for infobox facts only; source: its index in indexer.triples.SOURCES
+    "_staged_triples": (  # relation given for infobox facts only; source: its index in indexer.triples.SOURCES
         ("subject_page_id", "int64"),
         ("relation", "string"),
         ("object_title", "string"),
@@ -582,7 +582,7 @@ class StoreWriter:
         # Batch-local ids become global: passage ids stay dense in build order.
         if "passages" in tables:
             n = tables["passages"].num_rows
-            for name in ("passages", "sentence_spans", "passage_joints", "_triple_raw"):
+            for name in ("passages", "sentence_spans", "passage_joints", "_staged_triples"):
                 if name in tables:
                     t = tables[name]
                     shifted = pc.add(t.column("passage_id"), _int64_scalar(self.next_passage_id))
@@ -619,7 +619,7 @@ class StoreWriter:
         if whole_groups:
             cut = arrow.num_rows - arrow.num_rows % self.flush_rows
             arrow, rest = arrow.slice(0, cut), arrow.slice(cut)
-        if table == "_triple_raw":
+        if table == "_staged_triples":
             self._stage_triples(arrow)
         else:
             names = ", ".join(name for name, _ in _COLUMNS[table])
@@ -840,7 +840,7 @@ def _text_mentions(con: Any) -> Any:
         FROM sentence_spans s JOIN passages p USING (passage_id)
         WHERE p.source = 'text' ORDER BY s.passage_id, s.sentence_index""").fetchall()
     columns = text_mention_rows(titles, rows)
-    return _arrow_columns("_triple_raw", columns) if columns[0] else None
+    return _arrow_columns("_staged_triples", columns) if columns[0] else None
 
 
 def _int64_scalar(value: int):

@@ -315,7 +315,7 @@ def _named_titles(text: str, exact: set[str], prefixes: set[str]) -> Iterator[st
 
 
 def text_mention_rows(titles: Sequence[str], sentences: Sequence[tuple]) -> tuple[list, ...]:
-    """``_triple_raw`` columns of the titles each page's sentences name (first naming per page kept), for
+    """``_staged_triples`` columns of the titles each page's sentences name (first naming per page kept), for
     corpora without links; ``sentences`` are (page_id, passage_id, page_sentence, text) in page order."""
     exact, prefixes = _title_index(titles)
     columns: tuple[list, ...] = ([], [], [], [], [], [])
