@@ -92,17 +92,6 @@ class PassageTable:
     def __len__(self) -> int:
         return len(self.page_of)
 
-    def page_id(self, passage_id: int) -> int:
-        return int(self.page_of[passage_id])
-
-    def title(self, passage_id: int) -> str:
-        pid = self.page_of[passage_id]
-        row = int(np.searchsorted(self.page_ids, pid))
-        if row >= len(self.page_ids) or self.page_ids[row] != pid:
-            return ""
-        a, b = int(self.offsets[row]), int(self.offsets[row + 1])
-        return str(self._text[a:b], "utf-8")
-
     def pages_and_titles(self, passage_ids: Sequence[int] | np.ndarray) -> tuple[list[int], list[str]]:
         """The page id and title of each passage, looked up for all of them at once (a search's hits)."""
         pids = self.page_of[np.asarray(passage_ids, dtype=np.int64)]

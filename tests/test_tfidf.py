@@ -360,10 +360,12 @@ def test_a_build_that_would_not_fit_the_disk_is_refused_before_it_starts(built, 
     assert not list((tmp_path / "big").glob(".spill-*"))
 
 
-def test_passage_table_looks_up_many_as_one_at_a_time(built):
+def test_passage_table_gives_each_passages_page_and_title(built):
     from backends.passage_table import PassageTable
 
-    table = PassageTable(built[0] / "tfidf")
+    root, recs, _ = built
+    table = PassageTable(root / "tfidf")
     ids = [7, 0, N_PASSAGES - 1, 7, 42]
-    assert table.pages_and_titles(ids) == ([table.page_id(i) for i in ids], [table.title(i) for i in ids])
-    assert all(table.title(i) for i in ids) and table.pages_and_titles([]) == ([], [])
+    # make_store: passage i is page 5000 + i, titled as its abstract.
+    assert table.pages_and_titles(ids) == ([5000 + i for i in ids], [recs[i]["title"] for i in ids])
+    assert table.pages_and_titles([]) == ([], [])
