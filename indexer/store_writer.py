@@ -14,12 +14,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from indexer.parsed import ParsedChunk, ParsedPage, ParsedSection
 from indexer.readers import ChunkPages, RawPage, XmlChunk, parse_xml_chunk
 from wikiground.errors import BuildError, InputError
 from wikiground.text import canonical_title, normalize_title, page_url
+
+if TYPE_CHECKING:
+    from indexer.triples import PageTriples
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +67,7 @@ class PageRows:
     links: list[tuple] = field(default_factory=list)  # (target_title, anchor_text, section_index)
     infobox: list[tuple] = field(default_factory=list)  # (infobox_type, key, value)
     table_rows: list[tuple] = field(default_factory=list)  # (table_index, row_index, text)
-    triples: Any = None  # indexer.triples.PageTriples
+    triples: PageTriples | None = None  # the page's facts, staged for the `triples` table
     warnings: list[str] = field(default_factory=list)
     truncated: bool = False
     skipped: str | None = None  # why the page was left out, if it was
@@ -362,10 +365,12 @@ def _page_to_rows(
     return passage_id
 
 
-def _staged_triple_rows(columns: tuple[list, ...], page_id: int, triples: Any, first_passage_id: int) -> None:
+def _staged_triple_rows(
+    columns: tuple[list, ...], page_id: int, triples: PageTriples | None, first_passage_id: int
+) -> None:
     """``_staged_triples`` rows of a page (:class:`indexer.triples.PageTriples`): chunk indexes become (batch-local)
     passage ids."""
-    if not triples or not triples.objects:
+    if triples is None or not triples.objects:
         return
     columns[0].extend([page_id] * len(triples.objects))
     columns[1].extend(triples.relations)
