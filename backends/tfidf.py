@@ -299,8 +299,9 @@ class TfidfBackend:
             top = np.argpartition(-scores, k - 1)[:k]
             ids, scores = ids[top], scores[top]
         order = np.lexsort((ids, -scores))  # ties by passage id: deterministic
-        ids, scores = ids[order].tolist(), scores[order].tolist()
+        ids, scores = ids[order], scores[order]
         pages, titles = self.table.pages_and_titles(ids)
+        ids, scores = ids.tolist(), scores.tolist()
         return [
             Hit(passage_id=i, page_id=p, score=s, rank=r + 1, channel=NAME, title=t)
             for r, (i, p, s, t) in enumerate(zip(ids, pages, scores, titles))
