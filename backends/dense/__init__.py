@@ -353,8 +353,9 @@ class DenseBackend:
             ids = np.where(ids >= 0, self.rows[np.clip(ids, 0, None)], -1)
         for row, i in enumerate(live):
             keep = ids[row] >= 0
-            pids, sims = ids[row][keep].tolist(), scores[row][keep].tolist()
-            pages, titles = self.table.pages_and_titles(pids)
+            found = ids[row][keep]
+            pages, titles = self.table.pages_and_titles(found)
+            pids, sims = found.tolist(), scores[row][keep].tolist()
             results[i] = [
                 Hit(passage_id=pid, page_id=page, score=s, rank=r + 1, channel=NAME, title=title)
                 for r, (pid, page, s, title) in enumerate(zip(pids, pages, sims, titles))
