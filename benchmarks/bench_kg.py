@@ -17,13 +17,11 @@ import json
 import logging
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import build, latency, md_table, page_metrics, read_claims, vital_jsonl
+from benchmarks.common import build, in_fresh_interpreter, latency, md_table, page_metrics, read_claims, vital_jsonl
 
 log = logging.getLogger("benchmarks.kg")
 FUSED_K = 5
@@ -159,13 +157,7 @@ def _store_seconds(
     target = out / ("store-kg" if kg else f"store-{'triples' if triples else 'plain'}")
     shutil.rmtree(target, ignore_errors=True)
     mode = "kg" if kg else "triples" if triples else "plain"
-    code = f"from benchmarks.bench_kg import _child_build; _child_build({str(dump)!r}, {str(target)!r}, {mode!r})"
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]
-    )
-    if done.returncode:
-        raise RuntimeError(f"store build of {dump} ({mode}) failed:\n{done.stderr[-2000:]}")
-    seconds, cpu, own = json.loads(done.stdout.strip().splitlines()[-1])
+    seconds, cpu, own = in_fresh_interpreter("benchmarks.bench_kg", "_child_build", str(dump), str(target), mode)
     if not keep:
         shutil.rmtree(target, ignore_errors=True)
     return seconds, cpu, own
@@ -176,7 +168,7 @@ def _store_seconds(
 _OWN_STEPS = ("_fill_triples", "_staged_triple_rows", "_arrow_columns", "StoreWriter._stage_triples", "fill_triples")
 
 
-def _child_build(dump: str, target: str, mode: str) -> None:
+def _child_build(dump: str, target: str, mode: str) -> list[float]:
     """One store build of :func:`_store_seconds`, timed from the build call on (the interpreter's start and the
     imports, alike for all modes, left out). CPU seconds are the process's, DuckDB's threads included: other jobs on
     the machine stretch the wall time of a build, much less the CPU time it takes. "plain" leaves the triples out.
@@ -216,7 +208,7 @@ def _child_build(dump: str, target: str, mode: str) -> None:
         t0, c0 = time.perf_counter(), time.process_time()
         build_index([Path(dump)], Path(target), indexes=("kg",) if mode == "kg" else (), workers=1)
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(json.dumps([seconds, cpu, own[0]]))
+    return [seconds, cpu, own[0]]
 
 
 def build_cost(shared: Path, out: Path, *, repeats: int = 7) -> list[list[Any]]:

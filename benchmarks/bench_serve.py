@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import build, latency, md_table, read_claims, vital_jsonl
+from benchmarks.common import build, in_fresh_interpreter, latency, md_table, read_claims, vital_jsonl
 
 log = logging.getLogger("benchmarks.serve")
 
@@ -299,27 +299,14 @@ def measure_apart(
     """:func:`measure` in a fresh interpreter: its clients and its in-process search then run as in a user's
     process, not in the long-lived bench process, whose earlier benches' objects the collector keeps walking (seen
     as 1-2 ms more a request over HTTP in ``make bench`` than in this bench alone)."""
-    spec = work / "measure.json"
-    spec.write_text(
-        json.dumps({"index": str(index), "claims": list(claims), "seconds": load_seconds, "clients": clients})
+    return in_fresh_interpreter(
+        "benchmarks.bench_serve", "_measure_child", str(index), list(claims), load_seconds, clients, str(work)
     )
-    code = f"from benchmarks.bench_serve import _measure_child; _measure_child({str(spec)!r})"
-    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
-    return json.loads(spec.with_suffix(".out.json").read_text())
 
 
-def _measure_child(spec_path: str) -> None:
-    spec_file = Path(spec_path)
-    spec = json.loads(spec_file.read_text())
+def _measure_child(index: str, claims: list[str], load_seconds: float, clients: int, work: str) -> dict[str, Any]:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    results = measure(
-        Path(spec["index"]),
-        spec["claims"],
-        load_seconds=spec["seconds"],
-        clients=spec["clients"],
-        work=spec_file.parent,
-    )
-    spec_file.with_suffix(".out.json").write_text(json.dumps(results))
+    return measure(Path(index), claims, load_seconds=load_seconds, clients=clients, work=Path(work))
 
 
 def main(shared: Path, out: Path, *, load_seconds: float = 60.0, clients: int = 8, claims_limit: int = 200) -> str:

@@ -1,4 +1,5 @@
-"""Shared benchmark plumbing: corpora as JSONL inputs, index builds, page-level metrics, latency stats."""
+"""Shared benchmark plumbing: corpora as JSONL inputs, index builds, page-level metrics, latency stats, measures run
+in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 import logging
 import resource
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -14,6 +17,18 @@ from typing import Any
 log = logging.getLogger("benchmarks")
 
 KS = (1, 5, 10, 21)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def in_fresh_interpreter(module: str, function: str, *args: Any) -> Any:
+    """``module.function(*args)`` run in a new Python process, its JSON result returned: for a measure that must not
+    share this long-lived process's heap, threads or settings (a user's build or client starts afresh). ``args``
+    and the result go through JSON; the child's stderr passes through."""
+    code = f"import json, sys; from {module} import {function} as f; print(json.dumps(f(*json.loads(sys.argv[1]))))"
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(args)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{module}.{function}{args!r:.200} failed in its own process (exit {done.returncode})")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def vital_jsonl(shared: Path, out: Path) -> Path:
