@@ -19,6 +19,7 @@ import backends
 from indexer.store import Store
 from retriever.entities import Mention, find_mentions, missing_entities
 from retriever.fusion import DEFAULT_WEIGHTS, RRF_K, FusedPage, check_weights, fuse
+from retriever.lanes import run_tasks
 from wikiground.errors import ConfigError, IndexMissingError, QueryError
 from wikiground.layout import BUILT_CHANNELS, CHANNELS, LIVE_PASSAGE_ID_BASE, MANIFEST_FILE, PARAMS_FILE
 from wikiground.records import Evidence, Hit, Page, Passage
@@ -254,10 +255,15 @@ class Retriever:
                     self._backends[name] = b
         return b
 
-    def warm_up(self) -> None:
-        """Load every backend now (the JVM, the model), so the first query is not the slow one."""
+    def warm_up(self, *, jit: bool = False) -> None:
+        """Load every backend now (the JVM, the model), so the first query is not the slow one; ``jit``: also let
+        the backends that compile code as they run (Lucene, in Java) do so now, with searches of the index's own
+        texts (seconds: for a long-running process such as the server)."""
         for c in self.channels:
-            self.backend(c).search("warm up", 1)
+            b = self.backend(c)
+            b.search("warm up", 1)
+            if jit and hasattr(b, "warm"):
+                b.warm()
 
     def close(self) -> None:
         for b in self._backends.values():
@@ -285,8 +291,9 @@ class Retriever:
     ) -> tuple[dict[str, list[Hit]], dict[str, float]]:
         """Raw per-channel hits and per-channel latency (ms); channels run concurrently.
 
-        The backends spend their time outside the GIL (Lucene, onnxruntime, DuckDB, scipy), so one thread
-        per channel brings a query's latency down to about that of its slowest channel.
+        The backends spend much of their time outside the GIL (Lucene, onnxruntime, DuckDB, scipy), so the
+        channels searching side by side (``retriever.lanes``: a thread per core, the slowest channel first) bring
+        a query's latency down to about that of its slowest channel.
         """
         query = clean_surrogates(query)  # Lucene and the tokenizers refuse lone surrogates
         chans = list(channels or self.channels)
@@ -304,7 +311,7 @@ class Retriever:
             return self._entity_search(group, query, k, mentions_out)
 
         if len(tasks) > 1:
-            outs = [o for out in self._pool().map(run, tasks) for o in out]
+            outs = [o for out in run_tasks(self._pool(), tasks, run, name=lambda g: g[0]) for o in out]
         else:
             outs = [o for group in tasks for o in run(group)]
         return {c: h for c, h, _ in outs}, {c: t for c, _, t in outs}

@@ -28,6 +28,7 @@ import backends
 from retriever.api import STATUS_EMPTY_QUERY, STATUS_NO_EVIDENCE, STATUS_OK, SearchResult, check_k, parse_channels
 from retriever.entities import Mention
 from retriever.fusion import fuse
+from retriever.lanes import run_tasks
 from wikiground.errors import IndexMissingError
 from wikiground.records import Hit
 from wikiground.text import clean_surrogates
@@ -208,7 +209,7 @@ def _search_channels(
         return [(group[0], hits, None, time.perf_counter() - t0)]
 
     if pool is not None and len(tasks) > 1:
-        outs = [o for out in pool.map(run, tasks) for o in out]
+        outs = [o for out in run_tasks(pool, tasks, run, name=lambda g: g[0]) for o in out]
     else:
         outs = [o for group in tasks for o in run(group)]
     return {c: (hits, mentions, seconds) for c, hits, mentions, seconds in outs}

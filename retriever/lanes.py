@@ -1,0 +1,62 @@
+"""A query's channel searches on the cores: at most one thread per core, the slowest channel started first.
+
+The dense channel's query encoder is a search's longest task (a claim: ~3 ms, a block of 8: ~17 ms on one
+core). With a thread per channel, the other channels' threads took turns on its core with it, and its encoding
+took half as long again as alone; with as many threads as cores, the encoder keeps a core and the other channels
+run one after another beside it, done before it is. Measured on 2 cores, runs alternated: a block of 8 claims
+36.7 -> 33 ms (medians of 6), a server under 8 clients 181 -> 205 claims/s. On more cores every channel still
+gets a thread of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# The channels that take longest, started first (the others keep their order).
+SLOWEST_FIRST = ("dense", "bm25")
+
+
+def cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def run_tasks(pool: Executor, tasks: Sequence[T], run: Callable[[T], R], name: Callable[[T], str]) -> list[R]:
+    """``[run(t) for t in tasks]``, the tasks run on at most :func:`cores` threads (the calling thread one of
+    them, the others from ``pool``), each thread taking the next task when it is done with one, slowest first
+    (``name(task)``: the channel it searches, ranked by ``SLOWEST_FIRST``). The results come in ``tasks``' order:
+    fusion sums the channels' scores in it. The first task to fail raises here, once all have stopped."""
+    rank = {c: i for i, c in enumerate(SLOWEST_FIRST)}
+    order = sorted(range(len(tasks)), key=lambda i: (rank.get(name(tasks[i]), len(rank)), i))
+    results: list[R | None] = [None] * len(tasks)
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def lane() -> None:
+        while True:
+            with lock:
+                if not order or errors:
+                    return
+                i = order.pop(0)
+            try:
+                results[i] = run(tasks[i])
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
+                with lock:
+                    errors.append(exc)
+
+    helpers = [pool.submit(lane) for _ in range(min(cores(), len(tasks)) - 1)]
+    lane()
+    for f in helpers:
+        f.result()
+    if errors:
+        raise errors[0]
+    return results  # type: ignore[return-value]
