@@ -265,3 +265,24 @@ def test_query_process_threads(built):
     assert run(WIKIGROUND_BLAS_THREADS="2").stdout.split()[0] == "2"
     bad = run(WIKIGROUND_BLAS_THREADS="two")
     assert bad.returncode != 0 and "WIKIGROUND_BLAS_THREADS='two'" in bad.stderr
+
+
+def test_claims_are_tokenized_as_a_padded_batch(backend):
+    """The encoder tokenizes text by text and pads to the longest itself: the same ids, mask and type ids as the
+    tokenizer's own padded batch (truncated at the model's length), hence the same vectors."""
+    from tokenizers import Tokenizer
+
+    from backends.encoder import MAX_SEQ_LENGTH, model_dir
+
+    batch = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
+    batch.enable_truncation(max_length=MAX_SEQ_LENGTH)
+    batch.enable_padding(pad_id=0, pad_token="[PAD]")
+    texts = ["Aristotle", "Aristotle was a pupil of Plato and tutored Alexander the Great.", "", "word " * 400]
+    enc = batch.encode_batch(texts)
+    ours = backend.encoder._tokenized(texts)
+    for field, got in zip(("ids", "attention_mask", "type_ids"), ours):
+        assert got.dtype == np.int64
+        assert got.tolist() == [getattr(e, field) for e in enc]
+    assert ours[0].shape == (4, MAX_SEQ_LENGTH)
+    one = backend.encoder.encode(texts[1:2])
+    assert np.array_equal(one, backend.encoder.encode(texts)[1:2])  # alone or padded in a batch: the same vector
