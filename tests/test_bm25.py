@@ -172,6 +172,23 @@ def test_search_batch_matches_search(backend, docs):
     assert batch[3] == []
 
 
+def test_warm_up_searches_the_index_own_texts_once_a_process(backend, monkeypatch):
+    import threading
+
+    from backends import bm25
+
+    monkeypatch.setattr(bm25, "_WARMED", threading.Event())  # this process may have warmed already
+    before = backend.search("Aristotle", k=5)
+    assert backend.warm(searches=40, seconds=30) == 40
+    assert backend.warm(searches=40, seconds=30) == 0  # Java's compiled code outlives the call
+    assert backend.search("Aristotle", k=5) == before
+    monkeypatch.setattr(bm25, "_WARMED", threading.Event())
+    assert backend.warm(searches=10**9, seconds=0.2) < 10**9  # bounded by the time it may take
+    opening = backend._opening(0)  # the first words of a real passage, its title first
+    assert opening != "warm up" and 1 < len(opening.split()) <= bm25.WARM_WORDS
+    assert backend._opening(backend.documents + 5) == "warm up"  # no such document: still a search to run
+
+
 def test_bad_k_is_a_query_error(backend):
     for k in (0, -1, 2.5, True):
         with pytest.raises(QueryError):

@@ -155,7 +155,7 @@ class ServerState:
                     fallback.api.close()
                     fallback.api = self._shared_api
             if self.warm_up:
-                retriever.warm_up()
+                retriever.warm_up(jit=True)
                 # One whole search: creates the channel pool and runs every code path once, off the clock.
                 retriever.search(WARM_UP_CLAIM, 1, on_the_fly=False)
                 heap.settle()
