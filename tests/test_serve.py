@@ -431,3 +431,13 @@ def test_concurrent_searches_are_answered_in_blocks_with_the_serial_answers(gens
         assert gen.refs == 0 and gen.closed  # every request left it; the server's shutdown closed it
     finally:
         state.close()
+
+
+def test_search_answers_render_the_same_json_object_with_orjson():
+    from retriever.serve.app import LineResponse
+
+    line = {"id": 2**70, "query": "Café \u2014 \U0001f600", "score": 0.1 + 0.2, "evidence": [{"ranks": {"bm25": 1}}]}
+    assert json.loads(LineResponse(line).body) == line  # an id beyond 64 bits: the standard library writes it
+    del line["id"]
+    body = LineResponse(line).body
+    assert json.loads(body) == line and "Café".encode() in body  # UTF-8, not \u escapes

