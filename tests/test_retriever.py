@@ -216,3 +216,24 @@ def test_import_is_light():
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
+
+
+def test_evidence_to_dict_is_asdict_shape_with_containers_copied():
+    from dataclasses import asdict
+
+    from wikiground.records import Evidence
+
+    ev = Evidence(
+        "Aristotle", 1, 2, "Life", "Aristotle was ...", "kg", 0.5, ranks={"bm25": 1}, hop=2,
+        extra={"sentence_ids": [0, 1], "triples": [{"subject": "Aristotle", "object": ("Plato",)}]},
+    )  # fmt: skip
+    optional = ("fetched_at", "attempt", "hop", "retrieved_for_entity")  # left out when unset
+    plain = asdict(ev)
+    expected = {k: v for k, v in plain.items() if k != "extra" and not (k in optional and v is None)} | plain["extra"]
+    out = ev.to_dict()
+    assert out == expected and list(out) == list(expected)
+    out["ranks"]["bm25"] = 9
+    out["triples"][0]["subject"] = "x"
+    out["sentence_ids"].append(5)
+    assert ev.ranks == {"bm25": 1} and ev.extra["triples"][0]["subject"] == "Aristotle"
+    assert ev.extra["sentence_ids"] == [0, 1]

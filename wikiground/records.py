@@ -5,7 +5,7 @@ Nothing from Lucene, FAISS or DuckDB leaves its module: backends speak in these.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 __all__ = ["Page", "Passage", "Hit", "Evidence", "Source", "Origin"]
@@ -78,11 +78,26 @@ class Evidence:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        extra = d.pop("extra")
+        """The item's JSON object: its fields (containers copied, as ``dataclasses.asdict`` makes them), then its
+        ``extra`` keys. Field by field: asdict's generic walk cost ~20 us an item, a search's lines ~0.2 ms."""
+        d = {name: _copied(getattr(self, name)) for name in _EVIDENCE_FIELDS}
         # Optional provenance keys are omitted when unset, so local and live items differ only where they must.
         for key in ("fetched_at", "attempt", "hop", "retrieved_for_entity"):
             if d[key] is None:
                 d.pop(key)
-        d.update(extra)
+        d.update(_copied(self.extra))
         return d
+
+
+_EVIDENCE_FIELDS = tuple(f.name for f in fields(Evidence) if f.name != "extra")
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with its dicts, lists and tuples copied all the way down (the JSON-like values of evidence)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copied(v) for v in value)
+    return value
