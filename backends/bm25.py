@@ -319,14 +319,14 @@ class BM25Backend:
         self._open_searcher()
         if _WARMED.is_set() or not self.documents:
             return 0
-        deadline = time.monotonic() + seconds
+        t0 = time.monotonic()
         done = 0
-        while done < searches and time.monotonic() < deadline:
+        while done < searches and time.monotonic() - t0 < seconds:
             texts = [self._opening((done + i) * 7919 % self.documents) for i in range(WARM_BLOCK)]  # spread out
             self.search_batch(texts, k)
             done += WARM_BLOCK
         _WARMED.set()
-        log.debug("bm25: %d searches to warm Java's compiler in %.1f s", done, seconds - deadline + time.monotonic())
+        log.debug("bm25: %d searches to warm Java's compiler, %.1f s", done, time.monotonic() - t0)
         return done
 
     def _opening(self, doc: int) -> str:
