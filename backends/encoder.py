@@ -32,6 +32,7 @@ import numpy as np
 
 from wikiground.errors import ConfigError, ModelError
 from wikiground.layout import atomic_path
+from wikiground.system import usable_cpus
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,7 @@ class Encoder(Protocol):
 
 def default_threads() -> int:
     """Cores this process may run on (both cores on the target machine)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cpus()
 
 
 def cache_dir() -> Path:

@@ -43,7 +43,6 @@ from indexer.store_writer import (
     StoreWriter,
     process_batch,
     process_xml_chunk,
-    usable_cpus,
 )
 from wikiground import __version__
 from wikiground.errors import BuildError, ConfigError, IndexLockedError, InputError, WikigroundError
@@ -65,6 +64,7 @@ from wikiground.layout import (
     old_prefix,
     swap_folder,
 )
+from wikiground.system import usable_cpus
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from indexer.parsed import ParsedChunk, ParsedPage, ParsedSection
 from indexer.readers import ChunkPages, RawPage, XmlChunk, parse_xml_chunk
 from wikiground.errors import BuildError, InputError
+from wikiground.system import usable_cpus
 from wikiground.text import canonical_title, normalize_title, page_url
 
 if TYPE_CHECKING:
@@ -860,10 +860,3 @@ def _int64_scalar(value: int):
 
 def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1

@@ -10,11 +10,12 @@ gets a thread of its own.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import TypeVar
+
+from wikiground.system import usable_cpus
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -24,10 +25,7 @@ SLOWEST_FIRST = ("dense", "bm25")
 
 
 def cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cpus()
 
 
 def run_tasks(pool: Executor, tasks: Sequence[T], run: Callable[[T], R], name: Callable[[T], str]) -> list[R]:
