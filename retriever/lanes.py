@@ -24,12 +24,8 @@ R = TypeVar("R")
 SLOWEST_FIRST = ("dense", "bm25")
 
 
-def cores() -> int:
-    return usable_cpus()
-
-
 def run_tasks(pool: Executor, tasks: Sequence[T], run: Callable[[T], R], name: Callable[[T], str]) -> list[R]:
-    """``[run(t) for t in tasks]``, the tasks run on at most :func:`cores` threads (the calling thread one of
+    """``[run(t) for t in tasks]``, the tasks run on at most one thread per usable core (the calling thread one of
     them, the others from ``pool``), each thread taking the next task when it is done with one, slowest first
     (``name(task)``: the channel it searches, ranked by ``SLOWEST_FIRST``). The results come in ``tasks``' order:
     fusion sums the channels' scores in it. The first task to fail raises here, once all have stopped."""
@@ -51,7 +47,7 @@ def run_tasks(pool: Executor, tasks: Sequence[T], run: Callable[[T], R], name: C
                 with lock:
                     errors.append(exc)
 
-    helpers = [pool.submit(lane) for _ in range(min(cores(), len(tasks)) - 1)]
+    helpers = [pool.submit(lane) for _ in range(min(usable_cpus(), len(tasks)) - 1)]
     lane()
     for f in helpers:
         f.result()

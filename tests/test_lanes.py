@@ -30,7 +30,7 @@ def _tracked(delays: dict[str, float]):
 
 
 def test_tasks_run_on_a_thread_per_core_slowest_first_with_results_in_order(monkeypatch):
-    monkeypatch.setattr(lanes, "cores", lambda: 2)
+    monkeypatch.setattr(lanes, "usable_cpus", lambda: 2)
     tasks = ["tfidf", "bm25", "title", "dense"]
     run, started, running = _tracked({"dense": 0.2})
     with ThreadPoolExecutor(8) as pool:
@@ -40,7 +40,7 @@ def test_tasks_run_on_a_thread_per_core_slowest_first_with_results_in_order(monk
 
 
 def test_every_channel_gets_a_thread_on_enough_cores(monkeypatch):
-    monkeypatch.setattr(lanes, "cores", lambda: 16)
+    monkeypatch.setattr(lanes, "usable_cpus", lambda: 16)
     run, _, running = _tracked(dict.fromkeys(("a", "b", "c"), 0.2))
     with ThreadPoolExecutor(8) as pool:
         assert lanes.run_tasks(pool, ["a", "b", "c"], run, name=str) == ["A", "B", "C"]
@@ -48,7 +48,7 @@ def test_every_channel_gets_a_thread_on_enough_cores(monkeypatch):
 
 
 def test_a_failing_task_raises_in_the_caller_and_no_new_task_starts(monkeypatch):
-    monkeypatch.setattr(lanes, "cores", lambda: 1)
+    monkeypatch.setattr(lanes, "usable_cpus", lambda: 1)
     started: list[str] = []
 
     def run(name: str) -> str:
