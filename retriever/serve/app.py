@@ -23,6 +23,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
+try:
+    import orjson
+except ImportError:  # the serve extra pins it; without it the standard library renders the answers
+    orjson = None
+
 from retriever.api import error_line
 from retriever.batch import block_answerer
 from retriever.cli_options import answer as answer_line
@@ -55,9 +60,7 @@ class LineResponse(JSONResponse):
     ~0.003. The JSON is the same object either way."""
 
     def render(self, content: Any) -> bytes:
-        try:
-            import orjson
-        except ImportError:
+        if orjson is None:
             return super().render(content)
         try:
             return orjson.dumps(content)
