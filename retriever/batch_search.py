@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 __all__ = ["search_block", "search_many"]
 
 T = TypeVar("T")
+MAX_ROUNDS = 8  # of dependent lookups one call makes (the title channel: concept words, then lead passages)
 
 
 class _Planned(Exception):
@@ -57,9 +58,14 @@ class _Memo:
     def plan(self, keys: Iterable[Any]) -> None:
         self.wanted.extend(self.key(x) for x in keys)
 
-    def prefetch(self) -> None:
+    def knows(self, keys: Iterable[Any]) -> bool:
+        return all(self.key(x) in self.known for x in keys)
+
+    def prefetch(self) -> bool:
+        """Fetch the keys planned since the last prefetch; whether there were any."""
         wanted, self.wanted = self.wanted, []
         self.get(wanted)
+        return bool(wanted)
 
     def get(self, keys: Iterable[Any]) -> dict[Any, Any]:
         keys = [self.key(x) for x in keys]
@@ -95,8 +101,10 @@ class _BlockStore:
     def _lookup(self, name: str, keys: Iterable[Any]) -> dict[Any, Any]:
         memo = self._memos[name]
         if getattr(self._planning, "on", False):
-            memo.plan(keys)
-            raise _Planned
+            keys = list(keys)
+            if not memo.knows(keys):
+                memo.plan(keys)
+                raise _Planned
         return memo.get(keys)
 
     def resolve_titles(self, titles: Iterable[str], *, loose: bool = True) -> dict[str, Any]:
@@ -118,23 +126,34 @@ class _BlockStore:
         return self._lookup("live_fetch_times", page_ids)
 
     def each(self, calls: Sequence[Callable[[], T]]) -> list[T]:
-        """``[call() for call in calls]``, the store lookups they make fetched for all of them at once: a dry run
-        of each records its first lookup, then they run for real (each lookup that depends on an earlier one's
-        answer is fetched per call, as before)."""
-        self._planning.on = True
-        try:
-            for call in calls:
-                try:
-                    call()
-                except _Planned:
-                    pass
-                except Exception:  # noqa: BLE001 - the real run below raises it again, for its claim
-                    pass
-        finally:
-            self._planning.on = False
-        for memo in self._memos.values():
-            memo.prefetch()
-        return [call() for call in calls]
+        """``[call() for call in calls]``, the store lookups they make fetched for all of them at once, round by
+        round: each round runs the calls not finished yet up to their first lookup of keys not fetched yet, which
+        it records, then fetches the recorded keys of all of them with one query per lookup. A call whose lookups
+        were all fetched finishes in its round (the calls are pure functions of their lookups)."""
+        results: list[Any] = [None] * len(calls)
+        pending = list(range(len(calls)))
+        for _ in range(MAX_ROUNDS):
+            waiting = []
+            self._planning.on = True
+            try:
+                for i in pending:
+                    try:
+                        results[i] = calls[i]()
+                    except _Planned:
+                        waiting.append(i)
+                    except Exception:  # noqa: BLE001 - run again below, unplanned, to raise for its claim
+                        waiting.append(i)
+            finally:
+                self._planning.on = False
+            planned = False
+            for memo in self._memos.values():
+                planned = memo.prefetch() or planned
+            pending = waiting
+            if not pending or not planned:
+                break  # all finished, or the rest fail on their own
+        for i in pending:  # the calls that failed, or still look up after MAX_ROUNDS: for real, in order
+            results[i] = calls[i]()
+        return results
 
 
 def search_block(
