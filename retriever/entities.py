@@ -90,14 +90,7 @@ def find_mentions(claim: str, store: Store, *, max_ngram: int = 8) -> list[Menti
     if not toks:
         return []
     spans = _candidate_spans(toks, max_ngram)
-    texts: dict[tuple[int, int], list[str]] = {}
-    for i, j in spans:
-        s = claim[toks[i][1] : toks[j - 1][2]]
-        variants = [s]
-        stripped = _POSSESSIVE.sub("", s)
-        if stripped and stripped != s:
-            variants.append(stripped)
-        texts[(i, j)] = variants
+    texts = {(i, j): _span_variants(claim, toks, i, j) for i, j in spans}
     quoted = quoted_titles(claim, toks)
     for i, j, title in quoted:  # the title as quoted, punctuation and all, first; any length
         texts[(i, j)] = list(dict.fromkeys([title, *texts.get((i, j), [])]))
@@ -142,6 +135,42 @@ def find_mentions(claim: str, store: Store, *, max_ngram: int = 8) -> list[Menti
         mentions.append(Mention(_POSSESSIVE.sub("", text), toks[i][1], toks[j - 1][2], None))
     mentions.sort(key=lambda m: (m.start, -m.end))
     return mentions
+
+
+MAX_CONCEPT_WORDS = 16  # a long input's first content words only
+
+
+def concept_words(claim: str, mentions: Sequence[Mention]) -> list[tuple[int, list[str]]]:
+    """The claim's lowercase content words outside its mentions, each with the titles it may be the subject of:
+    ``(offset, [word, singular])``. Wikipedia has a page for most common nouns ("Heart", "Exercise"), and a
+    claim about one often names it in lower case ("The heart beats at ..."), which ``find_mentions`` leaves
+    alone as too noisy to be a name. No numbers, no words of fewer than 3 letters, no function words."""
+    taken = [(m.start, m.end) for m in mentions]
+    out: list[tuple[int, list[str]]] = []
+    for tok, start, _ in _tokens(claim):
+        if len(out) == MAX_CONCEPT_WORDS:
+            break
+        if _is_cap(tok) or not tok.isalpha() or len(tok) < 3 or tok.casefold() in STOPWORDS:
+            continue
+        if any(a <= start < b for a, b in taken):
+            continue
+        out.append((start, list(dict.fromkeys([tok, fold_plural(tok)]))))
+    return out
+
+
+def _span_variants(claim: str, toks: Sequence[tuple[str, int, int]], i: int, j: int) -> list[str]:
+    """The titles tokens ``i:j`` may be written as: as in the claim, without a possessive, in the singular."""
+    s = claim[toks[i][1] : toks[j - 1][2]]
+    variants = [s]
+    stripped = _POSSESSIVE.sub("", s)
+    if stripped and stripped != s:
+        variants.append(stripped)
+    last = toks[j - 1][0]
+    if (not _is_cap(last) or (i == 0 and j == 1)) and fold_plural(last) != last:
+        # Titles are singular ("Polar bear", "Touchscreen"): a plural common noun ends the span, or opens the
+        # sentence alone; tried after the span as written.
+        variants.append(claim[toks[i][1] : toks[j - 1][1]] + fold_plural(last))
+    return variants
 
 
 def _outside(spans: list[tuple[int, int]], cut: Sequence[tuple[int, int]], n: int) -> list[tuple[int, int]]:

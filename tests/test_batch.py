@@ -298,8 +298,8 @@ def test_search_many_answers_as_search_does(gensim_index, channels, passages):
 
 
 def test_a_block_searches_each_channel_once_and_asks_the_store_once(gensim_index, monkeypatch):
-    """Claim by claim, every claim cost each channel a call and the store three round trips (entities, their lead
-    passages, the evidence rows), each a few milliseconds of DuckDB; a block makes one of each."""
+    """Claim by claim, every claim cost each channel a call and the store four round trips (entities, concept words,
+    their lead passages, the evidence rows), each a few milliseconds of DuckDB; a block makes one of each."""
     from collections import Counter
 
     from backends.bm25 import BM25Backend
@@ -332,7 +332,7 @@ def test_a_block_searches_each_channel_once_and_asks_the_store_once(gensim_index
         many = [_without_timings(x) for x in search_many(r, claims, 5)]
     assert many == one
     assert dict(calls) == {
-        "resolve_titles": 1,
+        "resolve_titles": 2,  # the claims' names, then their concept words
         "lead_passage_ids": 1,
         "passages_with_pages": 1,
         "bm25.search_batch": 1,
@@ -430,3 +430,42 @@ def test_heap_settled_for_blocks_and_given_back_at_exit(gensim_store):
     p = subprocess.run([sys.executable, "-c", code, str(gensim_store)], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "ok" and "leaked" not in p.stderr
+
+
+def test_a_block_fetches_each_round_of_dependent_lookups_with_one_query():
+    """Calls whose second lookup depends on the first's answer: one store query per lookup for all of them, the
+    same results as one call after the other, and a call's own error raised for it."""
+    from retriever.batch_search import _BlockStore
+
+    class Store:
+        def __init__(self):
+            self.queries: list[tuple[str, list]] = []
+
+        def resolve_titles(self, titles, loose=True):
+            self.queries.append(("resolve_titles", list(titles)))
+            return {t: len(t) for t in titles if t != "nowhere"}
+
+        def lead_passage_ids(self, ids):
+            self.queries.append(("lead_passage_ids", list(ids)))
+            return {i: (i * 10, "t") for i in ids}
+
+        lead_passages = passages_with_pages = live_fetch_times = None  # not looked up here
+
+    def lookups(store, claim):
+        sizes = store.resolve_titles(claim.split())
+        leads = store.lead_passage_ids(sorted(set(sizes.values())))
+        if not leads:
+            raise ValueError(f"nothing for {claim!r}")
+        return [leads[n][0] for n in sorted(set(sizes.values()))]
+
+    claims = ["a bb", "ccc a", "dddd"]
+    plain = Store()
+    expected = [lookups(plain, c) for c in claims]
+    real = Store()
+    block = _BlockStore(real)
+    assert block.each([lambda c=c: lookups(block, c) for c in claims]) == expected
+    assert [name for name, _ in real.queries] == ["resolve_titles", "lead_passage_ids"]
+    assert sorted(real.queries[0][1]) == ["a", "bb", "ccc", "dddd"] and real.queries[1][1] == [1, 2, 3, 4]
+    block = _BlockStore(Store())
+    with pytest.raises(ValueError, match="nowhere"):
+        block.each([lambda c=c: lookups(block, c) for c in ["a", "nowhere"]])

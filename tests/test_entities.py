@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from indexer.store import Store
-from retriever.entities import find_mentions, missing_entities
+from retriever.entities import concept_words, find_mentions, missing_entities
 
 
 @pytest.fixture(scope="module")
@@ -212,3 +212,25 @@ def test_a_month_is_no_auxiliary_and_a_quantifier_no_name():
     assert names_in("Kent Lex Baer (born May 2, 1951) is an American college football coach.") == ["Kent Lex Baer"]
     assert names_in("Several attorneys, including Robert L. Goldberg, challenged it.") == ["Robert L. Goldberg"]
     assert names_in("Polar bears may swim far.") == ["Polar bears"]
+
+
+def test_a_plural_subject_resolves_to_its_singular_page(store):
+    """Titles are singular: "Amphibians" (opening the sentence) is the page "Amphibian"; a name ending in s that
+    is a title as written keeps it ("Achilles", not "Achille")."""
+    ms = find_mentions("Amphibians breathe through their skin.", store)
+    assert [(m.text, m.resolution.title) for m in ms if m.resolution] == [("Amphibians", "Amphibian")]
+    ms = find_mentions("Achilles fought at Troy.", store)
+    assert [m.resolution.title for m in ms if m.resolution] == ["Achilles"]
+
+
+def test_concept_words_are_the_lowercase_content_words_outside_mentions(store):
+    claim = "Aristotle wrote about the algae of 12 lakes in Alabama."
+    ms = find_mentions(claim, store)
+    got = concept_words(claim, ms)
+    assert [vs for _, vs in got] == [["wrote"], ["algae"], ["lakes", "lake"]]
+    assert [claim[i : i + len(vs[0])] for i, vs in got] == ["wrote", "algae", "lakes"]
+    assert concept_words("Aristotle Alabama", ms) == []
+    claim = "Farmers study agricultural science and algae."
+    ms = find_mentions(claim, store)
+    assert "agricultural science" in [m.text for m in ms]  # a named concept: its words are no concepts of their own
+    assert [vs[0] for _, vs in concept_words(claim, ms)] == ["study", "algae"]

@@ -127,6 +127,18 @@ def test_a_disambiguation_page_ranks_below_the_entity_in_the_title_channel(retri
     assert hits["Aristotle"] > hits["Ada"]
 
 
+def test_lowercase_concept_words_name_their_pages_after_the_named_entities(retriever):
+    """A common noun in lower case ("algae") surfaces its page, after every named entity, in the claim's order; a
+    plural by its singular; a disambiguation page ("ada") and a word naming no page add nothing."""
+    hits = retriever.channel_search("title", "Aristotle studied algae, ada and acids in alchemy.", 10)
+    assert [h.title for h in hits] == ["Aristotle", "Algae", "Acid", "Alchemy"]
+    assert [h.matched for h in hits[1:]] == ["algae", "acids", "alchemy"]
+    assert hits[0].score > 0 >= hits[1].score > hits[2].score > hits[3].score
+    # The retriever's path (mentions found once, then the channel) gives the same hits.
+    found, _ = retriever.search_hits("Aristotle studied algae, ada and acids in alchemy.", k=10, channels=["title"])
+    assert [h.title for h in found["title"]] == ["Aristotle", "Algae", "Acid", "Alchemy"]
+
+
 @pytest.mark.parametrize("query", BAD_QUERIES, ids=range(len(BAD_QUERIES)))
 def test_bad_queries_never_crash(retriever, query):
     res = retriever.search(query, 5)
