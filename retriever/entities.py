@@ -150,11 +150,12 @@ def concept_words(claim: str, mentions: Sequence[Mention]) -> list[tuple[int, li
     for tok, start, _ in _tokens(claim):
         if len(out) == MAX_CONCEPT_WORDS:
             break
-        if _is_cap(tok) or not tok.isalpha() or len(tok) < 3 or tok.casefold() in STOPWORDS:
+        word = _POSSESSIVE.sub("", tok)  # "the heart's rate"
+        if _is_cap(word) or not word.isalpha() or len(word) < 3 or word.casefold() in STOPWORDS:
             continue
         if any(a <= start < b for a, b in taken):
             continue
-        out.append((start, list(dict.fromkeys([tok, fold_plural(tok)]))))
+        out.append((start, list(dict.fromkeys([word, fold_plural(word)]))))
     return out
 
 
