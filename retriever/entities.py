@@ -463,9 +463,12 @@ def _base_words(title: str) -> tuple[str, ...]:
 def _title_anchors(claim: str, titles: Sequence[str]) -> list[tuple[int, int]]:
     """Character spans where a top evidence title (without disambiguator) occurs in the claim, word for word.
 
-    "Old farms had windmills" names "Windmill"; "Mary II and William was ..." names "Mary II and William".
+    "Old farms had Windmills" names "Windmill"; "Mary II and William was ..." names "Mary II and William". A
+    single word in lower case does not: "film scores composed by X" is about X, whose page the top evidence may
+    lack while it holds "Film" (the title channel's page of a common noun).
     """
-    toks = [(fold_plural(m.group().casefold()), m.start(), m.end()) for m in _WORD_AT.finditer(claim)]
+    found = list(_WORD_AT.finditer(claim))
+    toks = [(fold_plural(m.group().casefold()), m.start(), m.end()) for m in found]
     stems = [t[0] for t in toks]
     out: list[tuple[int, int]] = []
     for title in titles:
@@ -474,6 +477,8 @@ def _title_anchors(claim: str, titles: Sequence[str]) -> list[tuple[int, int]]:
             continue
         n = len(base)
         for i in range(len(stems) - n + 1):
+            if n == 1 and not _is_cap(found[i].group()):
+                continue
             if tuple(stems[i : i + n]) == base:
                 out.append((toks[i][1], toks[i + n - 1][2]))
                 break

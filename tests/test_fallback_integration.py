@@ -233,6 +233,17 @@ def test_a_top_title_named_in_the_claim_is_a_local_subject():
     assert missing_entities([at(claim, "Apple")], claim=claim, covered=[("Keyboard", "An input device.")]) == ["Apple"]
 
 
+def test_a_common_noun_in_lower_case_is_no_local_subject():
+    """ "Country" among the top evidence (the title channel's page of the word) does not make "The 16th largest
+    country is Libya" a claim about a local page: Libya is still looked up. Capitalised, the word names it."""
+    claim = "The 16th largest country is Libya."
+    covered = [("Country", "A country is a distinct part of the world."), ("Chad", "Chad is a country.")]
+    assert missing_entities([at(claim, "Libya")], claim=claim, covered=covered) == ["Libya"]
+    claim = "Deserts cover most of Libya."
+    covered = [("Desert", "A desert is a barren area of land.")]
+    assert missing_entities([at(claim, "Libya")], claim=claim, covered=covered) == []
+
+
 def test_a_missing_subject_is_looked_up_even_when_other_pages_mention_it():
     claim = "Advertising is an audio form of marketing communication."
     covered = [("Communication", "Advertising, marketing and other forms of communication."), ("Sound", "...")]
