@@ -101,7 +101,7 @@ class TitleBackend:
         for start, variants in words:
             res = next((r for v in variants if (r := found.get(v)) is not None and r.exact), None)
             if res is not None and not res.is_disambiguation:
-                out.append((-1.0 * (start / span), start, res.page_id, query[start : start + len(variants[0])]))
+                out.append((-(start / span), start, res.page_id, query[start : start + len(variants[0])]))
         return out
 
     def search_batch(self, queries: list[str], k: int = 10) -> list[list[Hit]]:

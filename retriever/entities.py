@@ -141,7 +141,7 @@ MAX_CONCEPT_WORDS = 16  # a long input's first content words only
 
 
 def concept_words(claim: str, mentions: Sequence[Mention]) -> list[tuple[int, list[str]]]:
-    """The claim's lowercase content words outside its mentions, each with the titles it may be the subject of:
+    """The claim's lowercase content words outside its mentions, each with the titles that may be its page:
     ``(offset, [word, singular])``. Wikipedia has a page for most common nouns ("Heart", "Exercise"), and a
     claim about one often names it in lower case ("The heart beats at ..."), which ``find_mentions`` leaves
     alone as too noisy to be a name. No numbers, no words of fewer than 3 letters, no function words."""
@@ -463,9 +463,9 @@ def _base_words(title: str) -> tuple[str, ...]:
 def _title_anchors(claim: str, titles: Sequence[str]) -> list[tuple[int, int]]:
     """Character spans where a top evidence title (without disambiguator) occurs in the claim, word for word.
 
-    "Old farms had Windmills" names "Windmill"; "Mary II and William was ..." names "Mary II and William". A
-    single word in lower case does not: "film scores composed by X" is about X, whose page the top evidence may
-    lack while it holds "Film" (the title channel's page of a common noun).
+    "Windmills were common on old farms" names "Windmill"; "Mary II and William was ..." names "Mary II and
+    William". A single word in lower case does not: "film scores composed by X" is about X, whose page the top
+    evidence may lack while it holds "Film" (the title channel's page of a common noun).
     """
     found = list(_WORD_AT.finditer(claim))
     toks = [(fold_plural(m.group().casefold()), m.start(), m.end()) for m in found]
