@@ -432,40 +432,40 @@ def test_heap_settled_for_blocks_and_given_back_at_exit(gensim_store):
     assert p.stdout.strip() == "ok" and "leaked" not in p.stderr
 
 
-def test_a_block_fetches_each_round_of_dependent_lookups_with_one_query():
-    """Calls whose second lookup depends on the first's answer: one store query per lookup for all of them, the
-    same results as one call after the other, and a call's own error raised for it."""
+def test_a_block_fetches_each_round_of_dependent_lookups_with_one_query(gensim_store, monkeypatch):
+    """Calls whose second lookup depends on the first's answer (titles, then their pages' lead passages): one store
+    query per lookup for all of them, the same results as one call after the other, and a call's own error raised
+    for it."""
+    from collections import Counter
+
+    from indexer.store import Store
     from retriever.batch_search import _BlockStore
 
-    class Store:
-        def __init__(self):
-            self.queries: list[tuple[str, list]] = []
+    queries: Counter = Counter()
+    for name in ("resolve_titles", "lead_passage_ids"):
+        orig = getattr(Store, name)
 
-        def resolve_titles(self, titles, loose=True):
-            self.queries.append(("resolve_titles", list(titles)))
-            return {t: len(t) for t in titles if t != "nowhere"}
+        def counted(self, *args, _orig=orig, _name=name, **kwargs):
+            queries[_name] += 1
+            return _orig(self, *args, **kwargs)
 
-        def lead_passage_ids(self, ids):
-            self.queries.append(("lead_passage_ids", list(ids)))
-            return {i: (i * 10, "t") for i in ids}
+        monkeypatch.setattr(Store, name, counted)
 
-        lead_passages = passages_with_pages = live_fetch_times = None  # not looked up here
+    def leads(store, names: str):
+        found = store.resolve_titles(names.split(","))
+        if not found:
+            raise LookupError(f"no page for {names!r}")
+        ids = store.lead_passage_ids(sorted({r.page_id for r in found.values()}))
+        return sorted(pid for pid, _ in ids.values())
 
-    def lookups(store, claim):
-        sizes = store.resolve_titles(claim.split())
-        leads = store.lead_passage_ids(sorted(set(sizes.values())))
-        if not leads:
-            raise ValueError(f"nothing for {claim!r}")
-        return [leads[n][0] for n in sorted(set(sizes.values()))]
-
-    claims = ["a bb", "ccc a", "dddd"]
-    plain = Store()
-    expected = [lookups(plain, c) for c in claims]
-    real = Store()
-    block = _BlockStore(real)
-    assert block.each([lambda c=c: lookups(block, c) for c in claims]) == expected
-    assert [name for name, _ in real.queries] == ["resolve_titles", "lead_passage_ids"]
-    assert sorted(real.queries[0][1]) == ["a", "bb", "ccc", "dddd"] and real.queries[1][1] == [1, 2, 3, 4]
-    block = _BlockStore(Store())
-    with pytest.raises(ValueError, match="nowhere"):
-        block.each([lambda c=c: lookups(block, c) for c in ["a", "nowhere"]])
+    names = ["Aristotle,Algae", "Acid", "Alabama,Aristotle,Nowhere at all"]
+    with Store.open(gensim_store) as store:
+        expected = [leads(store, n) for n in names]
+        assert all(expected)
+        queries.clear()
+        block = _BlockStore(store)
+        assert block.each([lambda n=n: leads(block, n) for n in names]) == expected
+        assert dict(queries) == {"resolve_titles": 1, "lead_passage_ids": 1}
+        block = _BlockStore(store)
+        with pytest.raises(LookupError, match="Nowhere"):
+            block.each([lambda n=n: leads(block, n) for n in ["Acid", "Nowhere at all"]])
