@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from wikiground.system import usable_cpus
+
 log = logging.getLogger("benchmarks.ingest")
 
 GENSIM = "dumps/gensim-enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -206,7 +208,7 @@ def main(shared: Path, out: Path, *, copies: int = 20, repeats: int = REPEATS) -
     dec, base = _fastest(decs), _fastest(bases)
     runs = {key: _fastest(results) for key, results in tries.items()}
     load_end = os.getloadavg()
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cpus()
     lines = [
         "## Ingest (`indexer.build`, store only)",
         "",

@@ -23,12 +23,13 @@ from __future__ import annotations
 import bz2
 import html
 import json
-import os
 import random
 import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from wikiground.system import usable_cpus
 
 SHARD_PAGES = 4000  # synthetic articles per bz2 stream / worker task
 PASSAGES_PER_ARTICLE = 4  # lead + 3 sections, each under the 100-word chunk target
@@ -313,7 +314,7 @@ def generate(shared: Path, out: Path, passages: int, *, workers: int | None = No
     shards = (layout.articles + SHARD_PAGES - 1) // SHARD_PAGES
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
-    workers = workers or len(os.sched_getaffinity(0))
+    workers = workers or usable_cpus()
     with tmp.open("wb") as fh, ProcessPoolExecutor(workers, initializer=_init, initargs=(pool,)) as ex:
         fh.write(bz2.compress(_HEADER.encode("utf-8"), 9))
         for data in ex.map(_render, [(s, layout) for s in range(shards)], chunksize=1):
