@@ -139,9 +139,7 @@ class _BlockStore:
                 for i in pending:
                     try:
                         results[i] = calls[i]()
-                    except _Planned:
-                        waiting.append(i)
-                    except Exception:  # noqa: BLE001 - run again below, unplanned, to raise for its claim
+                    except Exception:  # noqa: BLE001 - _Planned, or an error the unplanned run below raises again
                         waiting.append(i)
             finally:
                 self._planning.on = False
