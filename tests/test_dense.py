@@ -286,3 +286,62 @@ def test_claims_are_tokenized_as_a_padded_batch(backend):
     assert ours[0].shape == (4, MAX_SEQ_LENGTH)
     one = backend.encoder.encode(texts[1:2])
     assert np.array_equal(one, backend.encoder.encode(texts)[1:2])  # alone or padded in a batch: the same vector
+
+
+def test_short_texts_packed_match_padded_to_the_bit_among_others(backend):
+    """Short texts run packed in one row: the vectors of the padded graph (to float rounding), and a text's vector
+    is the same, to the bit, alone or beside others in any order (a claim searched alone or in a server's block);
+    a text over SHORT_TOKENS runs padded as before."""
+    from backends.encoder import SHORT_TOKENS
+    from tests.support.vectors import cosine_rows
+
+    enc = backend.encoder
+    assert enc._packed is not None and enc._align in (4, 8, 16)
+    claims = [
+        "Aristotle",
+        "Aristotle was a pupil of Plato and tutored Alexander the Great.",
+        "",
+        "Nikolaj Coster-Waldau worked with the Fox Broadcasting Company.",
+        "The Eiffel Tower is in Paris, and it is made of wrought iron.",
+    ] * 12  # 60 texts: several packed rows
+    alone = np.vstack([enc.encode([c]) for c in claims[:5]] * 12)
+    assert np.array_equal(enc.encode(claims), alone)
+    assert np.array_equal(enc.encode(claims[::-1]), alone[::-1])
+    packed, enc._packed = enc._packed, None
+    try:
+        padded = enc.encode(claims[:5])
+    finally:
+        enc._packed = packed
+    assert cosine_rows(alone[:5], padded).min() > 0.99999
+    long = "word " * (SHORT_TOKENS + 10)
+    both = enc.encode([long, claims[1]])
+    enc._packed = None
+    try:
+        assert np.array_equal(both[0], enc.encode([long])[0])  # long texts: the padded graph's own vector
+    finally:
+        enc._packed = packed
+
+
+def test_packed_graph_unavailable_falls_back_to_padded(tmp_path, monkeypatch, caplog):
+    """Without the packed export (it fails to build here), short texts run padded with a warning: same vectors."""
+    import shutil as sh
+
+    from backends import encoder
+    from wikiground.errors import ModelError
+
+    src = encoder.onnx_model_path()
+    assert src.exists()  # exported by the fixtures' build
+    (tmp_path / "onnx").mkdir()
+    sh.copy(src, encoder.onnx_model_path(cache=tmp_path))
+
+    def fail(path, target):
+        raise ModelError(f"{target}: no exporter here")
+
+    monkeypatch.setattr(encoder, "export_packed_onnx", fail)
+    with caplog.at_level("WARNING", logger="backends.encoder"):
+        enc = encoder.OnnxEncoder(encoder.model_dir(), threads=1, cache=tmp_path)
+    assert enc._packed is None and "short texts will be encoded padded" in caplog.text
+    texts = ["Aristotle tutored Alexander the Great.", "Plato"]
+    full = encoder.OnnxEncoder(encoder.model_dir(), threads=1)
+    full._packed = None
+    assert np.array_equal(enc.encode(texts), full.encode(texts))
