@@ -13,15 +13,16 @@ version and sha256. Two backends produce the same vectors (cosine > 0.9999):
 loaded: both encode at about the same rate, but onnx loads far faster, which matters for query
 processes (benchmarks/bench_encoder.py measures both).
 
-Short texts (claims, questions) run on a second export of the same weights that takes them *packed*: their tokens
-one after another in a single row, each text's positions counted from 0 and its attention kept within the text, so
-no padding is computed. The cost then grows with the real tokens only: a block of 8 claims 16.6 -> 12.0 ms on one
-core, where padding to the longest claim made half as many tokens again. A text's vector must not depend on the
-texts beside it (a claim searched alone or in a server's block gets the same answer, to the bit); onnxruntime's
-kernels sum attention in groups of a few keys, so each text starts at a multiple of an alignment, filled with
-padding of its own, that is checked once when the encoder loads (4 here; packing is off if none holds). Longer
-texts (passages, while indexing) run padded as before, sorted by length: one row's attention grows with the
-square of its length.
+A search's short texts (claims, questions: ``encode_queries``) run on a second export of the same weights that
+takes them *packed*: their tokens one after another in a single row, each text's positions counted from 0 and its
+attention kept within the text, so no padding is computed. The cost then grows with the real tokens only: a block
+of 8 claims 17.2 -> 14.3 ms on one core, where padding to the longest claim made half as many tokens again. A
+text's vector must not depend on the texts beside it (a claim searched alone or in a server's block gets the same
+answer, to the bit); onnxruntime's kernels sum attention in groups of a few keys, so each text starts at a
+multiple of an alignment, filled with padding of its own, that is checked once when the encoder loads (4 here;
+packing is off if none holds). Longer texts, and every text of ``encode`` (passages, while indexing), run padded,
+sorted by length: one row's attention grows with the square of its length, and the passages of a batch sorted by
+length leave little padding.
 
 ``OnnxEncoder(..., int8=True)`` runs the same graph with its weights quantised to int8 by onnxruntime's
 dynamic quantisation (needs the ``onnx`` package). It is not a backend: it is faster, but its vectors
@@ -78,6 +79,10 @@ class Encoder(Protocol):
     dim: int
 
     def encode(self, texts: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray: ...
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        """``encode`` for a search's claims: each text's vector the same, to the bit, whatever texts come with it."""
+        ...
 
 
 def default_threads() -> int:
@@ -193,6 +198,9 @@ class TorchEncoder:
             show_progress_bar=False,
         )
         return np.ascontiguousarray(out, dtype=np.float32)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self.encode(texts)
 
 
 @contextlib.contextmanager
@@ -427,12 +435,19 @@ class OnnxEncoder:
         return 0
 
     def encode(self, texts: list[str], *, batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray:
+        return self._encode(texts, batch_size=batch_size, pack=False)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        """Short texts packed (see the module's docstring), the others padded as :meth:`encode` runs them."""
+        return self._encode(texts, batch_size=DEFAULT_BATCH_SIZE, pack=self._packed is not None)
+
+    def _encode(self, texts: list[str], *, batch_size: int, pack: bool) -> np.ndarray:
         # Text by text: the tokenizer's ``encode_batch`` hands the texts to a thread pool, which costs more than it
         # saves on a query's few short texts and, with the other channels busy on both cores, waited milliseconds
         # for one (0.3 -> 0.7 ms for 8 claims beside a BM25 search, against 0.6 -> 3.5 ms).
         enc = [self._tok.encode(str(t).strip()) for t in texts]
         pooled = np.zeros((len(texts), DIM), dtype=np.float32)
-        short = [i for i, e in enumerate(enc) if self._packed is not None and len(e.ids) <= SHORT_TOKENS]
+        short = [i for i, e in enumerate(enc) if pack and len(e.ids) <= SHORT_TOKENS]
         for row in self._rows([len(enc[i].ids) for i in short]):
             idx = [short[j] for j in row]
             pooled[idx] = self._run_packed([enc[i] for i in idx])

@@ -225,7 +225,7 @@ def child_query(work: Path, variant: str) -> dict:
         t1 = time.perf_counter()
         found[i] = ivf.search(index, rows, q[i : i + 1], K)[0][0]
         t2 = time.perf_counter()
-        ivf.search(index, rows, enc.encode([claim]), K)
+        ivf.search(index, rows, enc.encode_queries([claim]), K)
         t3 = time.perf_counter()
         search_ms.append((t2 - t1) * 1000)
         full_ms.append((t3 - t2) * 1000)

@@ -289,9 +289,9 @@ def test_claims_are_tokenized_as_a_padded_batch(backend):
 
 
 def test_short_texts_packed_match_padded_to_the_bit_among_others(backend):
-    """Short texts run packed in one row: the vectors of the padded graph (to float rounding), and a text's vector
-    is the same, to the bit, alone or beside others in any order (a claim searched alone or in a server's block);
-    a text over SHORT_TOKENS runs padded as before."""
+    """A search's short texts run packed in one row: the vectors of the padded graph (to float rounding), and a
+    text's vector is the same, to the bit, alone or beside others in any order (a claim searched alone or in a
+    server's block); a text over SHORT_TOKENS, and every text of ``encode`` (the build's), runs padded."""
     from backends.encoder import SHORT_TOKENS
     from tests.support.vectors import cosine_rows
 
@@ -304,20 +304,21 @@ def test_short_texts_packed_match_padded_to_the_bit_among_others(backend):
         "Nikolaj Coster-Waldau worked with the Fox Broadcasting Company.",
         "The Eiffel Tower is in Paris, and it is made of wrought iron.",
     ] * 12  # 60 texts: several packed rows
-    alone = np.vstack([enc.encode([c]) for c in claims[:5]] * 12)
-    assert np.array_equal(enc.encode(claims), alone)
-    assert np.array_equal(enc.encode(claims[::-1]), alone[::-1])
+    alone = np.vstack([enc.encode_queries([c]) for c in claims[:5]] * 12)
+    assert np.array_equal(enc.encode_queries(claims), alone)
+    assert np.array_equal(enc.encode_queries(claims[::-1]), alone[::-1])
     packed, enc._packed = enc._packed, None
     try:
-        padded = enc.encode(claims[:5])
+        padded = enc.encode_queries(claims[:5])
     finally:
         enc._packed = packed
     assert cosine_rows(alone[:5], padded).min() > 0.99999
+    assert np.array_equal(enc.encode(claims[:5]), padded)  # the build's encode never packs
     long = "word " * (SHORT_TOKENS + 10)
-    both = enc.encode([long, claims[1]])
+    both = enc.encode_queries([long, claims[1]])
     enc._packed = None
     try:
-        assert np.array_equal(both[0], enc.encode([long])[0])  # long texts: the padded graph's own vector
+        assert np.array_equal(both[0], enc.encode_queries([long])[0])  # long texts: the padded graph's own vector
     finally:
         enc._packed = packed
 
@@ -344,4 +345,4 @@ def test_packed_graph_unavailable_falls_back_to_padded(tmp_path, monkeypatch, ca
     texts = ["Aristotle tutored Alexander the Great.", "Plato"]
     full = encoder.OnnxEncoder(encoder.model_dir(), threads=1)
     full._packed = None
-    assert np.array_equal(enc.encode(texts), full.encode(texts))
+    assert np.array_equal(enc.encode_queries(texts), full.encode(texts))

@@ -346,7 +346,7 @@ class DenseBackend:
         live = [i for i, q in enumerate(queries) if isinstance(q, str) and words(q)]
         if not live or k == 0 or len(self) == 0:
             return results
-        q = self.encoder.encode([queries[i] for i in live])
+        q = self.encoder.encode_queries([queries[i] for i in live])
         kk = min(k, len(self))
         ids, scores = self._approximate(q, kk) if self.ivf is not None else self._exact(q, kk)
         if self.rows is not None:  # scope leads: rows of vectors.npy -> passage ids
