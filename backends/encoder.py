@@ -14,13 +14,14 @@ loaded: both encode at about the same rate, but onnx loads far faster, which mat
 processes (benchmarks/bench_encoder.py measures both).
 
 A search's short texts (claims, questions: ``encode_queries``) run on a second export of the same weights that
-takes them *packed*: their tokens one after another in a single row, each text's positions counted from 0 and its
-attention kept within the text, so no padding is computed. The cost then grows with the real tokens only: a block
-of 8 claims 17.2 -> 14.3 ms on one core, where padding to the longest claim made half as many tokens again. A
-text's vector must not depend on the texts beside it (a claim searched alone or in a server's block gets the same
-answer, to the bit); onnxruntime's kernels sum attention in groups of a few keys, so each text starts at a
-multiple of an alignment, filled with padding of its own, that is checked once when the encoder loads (4 here;
-packing is off if none holds). Longer texts, and every text of ``encode`` (passages, while indexing), run padded,
+takes them *packed*: their tokens one after another in rows of up to 128 tokens, each text's positions counted from
+0 and its attention kept within the text, so little padding is computed. The cost then grows with the real tokens:
+a block of 8 claims (one row) 18.3 -> 15.1 ms on one core, 32 claims 81 -> 60 ms, where padding to the longest claim
+made half as many tokens again (64 claims, which sorted by length pad little: the same). A text's vector must not
+depend on the texts beside it (a claim searched alone or in a server's block gets the same answer, to the bit);
+onnxruntime's kernels sum attention in groups of a few keys, so each text starts at a multiple of an alignment,
+filled with padding of its own, that is checked once when the encoder loads (4 here; packing is off if none
+holds). Longer texts, and every text of ``encode`` (passages, while indexing), run padded,
 sorted by length: one row's attention grows with the square of its length, and the passages of a batch sorted by
 length leave little padding.
 
@@ -59,9 +60,10 @@ MAX_SEQ_LENGTH = 256  # sentence_bert_config.json of the model
 ONNX_OPSET = 17
 DEFAULT_BATCH_SIZE = 32
 SHORT_TOKENS = 64  # a text of at most this many tokens is encoded packed (a claim: ~12)
-# Tokens in one packed row at most: a block of 8 claims (~110 with the alignment) is one row; the attention of a
-# row grows with the square of its length (a tenth of the work at 256, a fifth at 512).
-PACK_TOKENS = 256
+# Tokens in one packed row at most: a block of 8 claims (~110 with the alignment) is one row, and more claims run
+# as more rows of the same run; a token's attention grows with its row's length (5% of its work at 128 tokens).
+PACK_TOKENS = 128
+PACK_ROWS = 32  # packed rows in one run at most (a run's attention scores: rows x 12 heads x 128 x 128 floats)
 PACK_ALIGNMENTS = (4, 8, 16)  # tried in turn when the encoder loads (see the module's docstring)
 _PROBES = (
     "Aristotle tutored Alexander the Great.",
@@ -296,9 +298,10 @@ def export_onnx(path: Path, target: Path) -> Path:
 
 
 def export_packed_onnx(path: Path, target: Path) -> Path:
-    """Export the transformer over packed texts to ``target`` atomically: inputs of shape (1, tokens), the texts'
-    tokens one after another, ``position_ids`` counted from 0 in each text and ``segment_ids`` numbering the texts;
-    a token attends to the tokens of its own text only, with the additive mask the padded graph puts on padding."""
+    """Export the transformer over packed texts to ``target`` atomically: inputs of shape (rows, tokens), each row
+    texts' tokens one after another, ``position_ids`` counted from 0 in each text and ``segment_ids`` numbering the
+    texts of a row; a token attends to the tokens of its own text only, with the additive mask the padded graph puts
+    on padding."""
     try:
         import torch
 
@@ -314,17 +317,17 @@ def export_packed_onnx(path: Path, target: Path) -> Path:
                     input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids
                 )
                 same = segment_ids[:, :, None] == segment_ids[:, None, :]
-                mask = torch.where(same, 0.0, torch.finfo(torch.float32).min)[:, None]  # (1, 1, tokens, tokens)
+                mask = torch.where(same, 0.0, torch.finfo(torch.float32).min)[:, None]  # (rows, 1, tokens, tokens)
                 for layer in self.inner.encoder.layer:
                     hidden = layer(hidden, mask)
                 return hidden
 
-        lengths = (10, 6)  # two texts, so the segments are traced as data
-        ids = torch.full((1, sum(lengths)), 1000, dtype=torch.long)
-        positions = torch.cat([torch.arange(n) for n in lengths])[None]
-        segments = torch.cat([torch.full((n,), i) for i, n in enumerate(lengths)])[None]
+        lengths = (10, 6)  # two texts in each of two rows, so the segments are traced as data
+        ids = torch.full((2, sum(lengths)), 1000, dtype=torch.long)
+        positions = torch.cat([torch.arange(n) for n in lengths]).repeat(2, 1)
+        segments = torch.cat([torch.full((n,), i) for i, n in enumerate(lengths)]).repeat(2, 1)
         names = ["input_ids", "token_type_ids", "position_ids", "segment_ids"]
-        axes = {n: {1: "tokens"} for n in [*names, "last_hidden_state"]}
+        axes = {n: {0: "rows", 1: "tokens"} for n in [*names, "last_hidden_state"]}
         _write_onnx(_Packed(model), (ids, torch.zeros_like(ids), positions, segments), names, axes, target)
     except Exception as exc:
         raise ModelError(f"{target}: packed ONNX export of {path} failed: {exc}") from exc
@@ -336,7 +339,7 @@ def onnx_model_path(*, cache: Path | None = None, int8: bool = False, packed: bo
     """Cached ONNX file for the pinned weights (keyed by their sha256 and the opset); ``int8``: the quantised one,
     ``packed``: the graph over packed texts."""
     root = Path(cache) if cache is not None else cache_dir()
-    suffix = "-int8" if int8 else "-packed" if packed else ""
+    suffix = "-int8" if int8 else "-packed-rows" if packed else ""
     return root / "onnx" / f"all-MiniLM-L6-v2-{WEIGHTS_SHA256[:16]}-opset{ONNX_OPSET}{suffix}.onnx"
 
 
@@ -427,9 +430,9 @@ class OnnxEncoder:
         enc = [self._tok.encode(t) for t in _PROBES]
         for align in PACK_ALIGNMENTS:
             self._align = align
-            alone = np.concatenate([self._run_packed([e]) for e in enc])
-            if np.array_equal(self._run_packed(enc), alone) and np.array_equal(
-                self._run_packed(enc[::-1]), alone[::-1]
+            alone = np.concatenate([self._run_packed([[e]]) for e in enc])
+            if np.array_equal(self._run_packed([enc]), alone) and np.array_equal(
+                self._run_packed([enc[::-1], enc[:1]]), np.concatenate([alone[::-1], alone[:1]])
             ):
                 return align
         return 0
@@ -448,9 +451,10 @@ class OnnxEncoder:
         enc = [self._tok.encode(str(t).strip()) for t in texts]
         pooled = np.zeros((len(texts), DIM), dtype=np.float32)
         short = [i for i, e in enumerate(enc) if pack and len(e.ids) <= SHORT_TOKENS]
-        for row in self._rows([len(enc[i].ids) for i in short]):
-            idx = [short[j] for j in row]
-            pooled[idx] = self._run_packed([enc[i] for i in idx])
+        rows = self._rows([len(enc[i].ids) for i in short])
+        for start in range(0, len(rows), PACK_ROWS):
+            chunk = [[short[j] for j in row] for row in rows[start : start + PACK_ROWS]]
+            pooled[[i for row in chunk for i in row]] = self._run_packed([[enc[i] for i in row] for row in chunk])
         taken = set(short)
         rest = [i for i in range(len(texts)) if i not in taken]
         # Batches of similar length waste little on padding (sentence-transformers does the same).
@@ -483,33 +487,35 @@ class OnnxEncoder:
         m = mask[:, :, None].astype(np.float32)
         return (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
 
-    def _run_packed(self, enc: list[Any]) -> np.ndarray:
-        """Mean-pooled hidden states of tokenized texts, run packed in one row: each text from an aligned offset,
-        the gaps filled with padding tokens in a segment of their own (-1), which no text attends to."""
-        ids, types, positions, segments, spans = [], [], [], [], []
-        for i, e in enumerate(enc):
-            gap = -len(ids) % self._align
-            ids += [0] * gap
-            types += [0] * gap
-            positions += range(gap)
-            segments += [-1] * gap
-            spans.append((len(ids), len(e.ids)))
-            ids += e.ids
-            types += e.type_ids
-            positions += range(len(e.ids))
-            segments += [i] * len(e.ids)
-        feed = {
-            name: np.array(values, dtype=np.int64)[None]
-            for name, values in (
-                ("input_ids", ids),
-                ("token_type_ids", types),
-                ("position_ids", positions),
-                ("segment_ids", segments),
-            )
-        }
-        hidden = self._packed.run(None, feed)[0][0]
-        # Each text's own rows, summed alone: a sum running over the row would depend on the texts before it.
-        return np.stack([hidden[a : a + n].sum(axis=0) / n for a, n in spans])
+    def _run_packed(self, rows: list[list[Any]]) -> np.ndarray:
+        """Mean-pooled hidden states of tokenized texts, in one run of packed rows (texts in row order): each text
+        from an aligned offset of its row, the gaps and the rows' ends filled with padding tokens in a segment of
+        their own (-1), which no text attends to."""
+        width = max(self._row_length(row) for row in rows)
+        feed = {n: np.zeros((len(rows), width), dtype=np.int64) for n in ("input_ids", "token_type_ids")}
+        positions = np.zeros((len(rows), width), dtype=np.int64)
+        segments = np.full((len(rows), width), -1, dtype=np.int64)
+        spans = []
+        for r, row in enumerate(rows):
+            at = 0
+            for i, e in enumerate(row):
+                at += -at % self._align
+                n = len(e.ids)
+                feed["input_ids"][r, at : at + n] = e.ids
+                feed["token_type_ids"][r, at : at + n] = e.type_ids
+                positions[r, at : at + n] = np.arange(n)
+                segments[r, at : at + n] = i
+                spans.append((r, at, n))
+                at += n
+        hidden = self._packed.run(None, {**feed, "position_ids": positions, "segment_ids": segments})[0]
+        # Each text's own tokens, summed alone: a sum running over the row would depend on the texts before it.
+        return np.stack([hidden[r, a : a + n].sum(axis=0) / n for r, a, n in spans])
+
+    def _row_length(self, row: list[Any]) -> int:
+        at = 0
+        for e in row:
+            at += -at % self._align + len(e.ids)
+        return at
 
     def _tokenized(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Token ids, attention mask and type ids of ``texts``, padded with zeros to the longest."""
