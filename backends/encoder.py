@@ -36,6 +36,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -373,7 +374,12 @@ class OnnxEncoder:
     backend = "onnx"
     dim = DIM
 
-    def __init__(self, path: Path, *, threads: int, cache: Path | None = None, int8: bool = False):
+    def __init__(
+        self, path: Path, *, threads: int, cache: Path | None = None, int8: bool = False, queries: bool = False
+    ):
+        """``queries``: for a search's claims (:meth:`encode_queries`): the packed graph is loaded at once and the
+        padded one only when a long text needs it, so a query process holds one copy of the weights (~90 MB);
+        otherwise the padded graph at once and the packed one on a first :meth:`encode_queries`."""
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -391,36 +397,56 @@ class OnnxEncoder:
         tok.enable_truncation(max_length=MAX_SEQ_LENGTH)
         tok.no_padding()
         self._tok = tok
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        try:
-            self._session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # noqa: BLE001
-            raise ModelError(f"{onnx_path}: onnxruntime cannot load the exported model: {exc}") from exc
+        self._opts = ort.SessionOptions()
+        self._opts.intra_op_num_threads = threads
+        self._opts.inter_op_num_threads = 1
+        self._model, self._cache, self._onnx_path = path, cache, onnx_path
+        self._lock = threading.Lock()
+        self._padded: Any = None
         self._packed: Any = None
         self._align = 0
-        if not int8:
-            self._packed = self._packed_session(path, cache, opts)
-            self._align = self._alignment()
-            if self._packed is not None and not self._align:
-                log.warning("packed texts are not encoded alike at any offset here: short texts run padded")
-                self._packed = None
+        self._packing = not int8  # until the packed graph is found unusable
+        if queries and self._packing:
+            self._load_packed()
+        if self._packed is None:
+            self._padded = self._session_of(onnx_path)
 
-    @staticmethod
-    def _packed_session(path: Path, cache: Path | None, opts: Any) -> Any:
-        """The session of the graph over packed texts, exported on first use; None (every text runs padded)
-        when it cannot be made."""
+    @property
+    def _session(self) -> Any:
+        """The padded graph's session (loaded on first use in a query encoder)."""
+        if self._padded is None:
+            with self._lock:
+                if self._padded is None:
+                    self._padded = self._session_of(self._onnx_path)
+        return self._padded
+
+    def _session_of(self, onnx_path: Path) -> Any:
         import onnxruntime as ort
 
-        packed_path = onnx_model_path(cache=cache, packed=True)
         try:
-            if not packed_path.exists():
-                export_packed_onnx(path, packed_path)
-            return ort.InferenceSession(str(packed_path), opts, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # noqa: BLE001 - an optimisation: the padded graph answers without it
-            log.warning("short texts will be encoded padded: %s", exc)
-            return None
+            return ort.InferenceSession(str(onnx_path), self._opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001
+            raise ModelError(f"{onnx_path}: onnxruntime cannot load the exported model: {exc}") from exc
+
+    def _load_packed(self) -> None:
+        """The packed graph's session, exported on first use, and its alignment; packing is off for good (every
+        text runs padded, with a warning) when it cannot be made or no alignment holds."""
+        with self._lock:
+            if self._packed is not None or not self._packing:
+                return
+            packed_path = onnx_model_path(cache=self._cache, packed=True)
+            try:
+                if not packed_path.exists():
+                    export_packed_onnx(self._model, packed_path)
+                self._packed = self._session_of(packed_path)
+            except Exception as exc:  # noqa: BLE001 - an optimisation: the padded graph answers without it
+                log.warning("short texts will be encoded padded: %s", exc)
+                self._packing = False
+                return
+            self._align = self._alignment()
+            if not self._align:
+                log.warning("packed texts are not encoded alike at any offset here: short texts run padded")
+                self._packed, self._packing = None, False
 
     def _alignment(self) -> int:
         """The first of PACK_ALIGNMENTS at which each probe text packed after others gets its vector alone, to the
@@ -442,6 +468,8 @@ class OnnxEncoder:
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """Short texts packed (see the module's docstring), the others padded as :meth:`encode` runs them."""
+        if self._packed is None and self._packing:
+            self._load_packed()
         return self._encode(texts, batch_size=DEFAULT_BATCH_SIZE, pack=self._packed is not None)
 
     def _encode(self, texts: list[str], *, batch_size: int, pack: bool) -> np.ndarray:
@@ -533,10 +561,16 @@ def _padded(enc: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def load_encoder(
-    *, backend: str = "auto", threads: int | None = None, cache: Path | None = None, device: str = "cpu"
+    *,
+    backend: str = "auto",
+    threads: int | None = None,
+    cache: Path | None = None,
+    device: str = "cpu",
+    queries: bool = False,
 ) -> Encoder:
     """The pinned MiniLM encoder on ``backend`` ("auto" | "torch" | "onnx") with ``threads`` CPU
-    threads; ``device`` other than "cpu" (a GPU worker) means torch there."""
+    threads; ``device`` other than "cpu" (a GPU worker) means torch there. ``queries``: an encoder for a search's
+    claims (see :class:`OnnxEncoder`)."""
     if backend not in BACKENDS:
         raise ConfigError(f"unknown encoder backend {backend!r}; expected one of {', '.join(BACKENDS)}")
     n = threads if threads is not None else default_threads()
@@ -546,9 +580,9 @@ def load_encoder(
     if backend == "torch" or device != "cpu":
         return TorchEncoder(path, threads=n, device=device)
     if backend == "onnx":
-        return OnnxEncoder(path, threads=n, cache=cache)
+        return OnnxEncoder(path, threads=n, cache=cache, queries=queries)
     try:
-        return OnnxEncoder(path, threads=n, cache=cache)
+        return OnnxEncoder(path, threads=n, cache=cache, queries=queries)
     except (ModelError, ImportError, OSError) as exc:
         log.warning("ONNX encoder unavailable (%s); using torch", exc)
         return TorchEncoder(path, threads=n)

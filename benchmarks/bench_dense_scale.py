@@ -215,8 +215,8 @@ def child_query(work: Path, variant: str) -> dict:
     rows = ivf.RowReader(work / "vectors.npy")
     load_s = time.perf_counter() - t0
     rss_loaded = _status()
-    enc = load_encoder(threads=THREADS)
-    enc.encode(claims[:8])
+    enc = load_encoder(threads=THREADS, queries=True)
+    enc.encode_queries(claims[:8])
     for i in range(5):  # warm-up: first touches of the lists and rows
         ivf.search(index, rows, q[i : i + 1], K)
     search_ms, full_ms = [], []

@@ -289,7 +289,7 @@ def test_claims_are_tokenized_as_a_padded_batch(backend):
 
 
 def test_short_texts_packed_match_padded_to_the_bit_among_others(backend):
-    """A search's short texts run packed in one row: the vectors of the padded graph (to float rounding), and a
+    """A search's short texts run packed in rows: the vectors of the padded graph (to float rounding), and a
     text's vector is the same, to the bit, alone or beside others in any order (a claim searched alone or in a
     server's block); a text over SHORT_TOKENS, and every text of ``encode`` (the build's), runs padded."""
     from backends.encoder import SHORT_TOKENS
@@ -303,24 +303,35 @@ def test_short_texts_packed_match_padded_to_the_bit_among_others(backend):
         "",
         "Nikolaj Coster-Waldau worked with the Fox Broadcasting Company.",
         "The Eiffel Tower is in Paris, and it is made of wrought iron.",
-    ] * 12  # 60 texts: several packed rows
+    ] * 12  # 60 texts: several packed rows in one run
     alone = np.vstack([enc.encode_queries([c]) for c in claims[:5]] * 12)
     assert np.array_equal(enc.encode_queries(claims), alone)
     assert np.array_equal(enc.encode_queries(claims[::-1]), alone[::-1])
-    packed, enc._packed = enc._packed, None
-    try:
-        padded = enc.encode_queries(claims[:5])
-    finally:
-        enc._packed = packed
+    padded = enc.encode(claims[:5])  # the build's encode never packs
     assert cosine_rows(alone[:5], padded).min() > 0.99999
-    assert np.array_equal(enc.encode(claims[:5]), padded)  # the build's encode never packs
     long = "word " * (SHORT_TOKENS + 10)
     both = enc.encode_queries([long, claims[1]])
-    enc._packed = None
-    try:
-        assert np.array_equal(both[0], enc.encode_queries([long])[0])  # long texts: the padded graph's own vector
-    finally:
-        enc._packed = packed
+    assert np.array_equal(both[0], enc.encode([long])[0])  # long texts: the padded graph's own vector
+    assert np.array_equal(both[1], alone[1])
+
+
+def test_query_encoder_holds_one_graph_until_a_long_text():
+    """A query encoder loads the packed graph only; the padded one comes with the first long text. A build's
+    encoder loads the padded graph only; the packed one comes with a first ``encode_queries``."""
+    from backends.encoder import SHORT_TOKENS, load_encoder
+
+    q = load_encoder(threads=1, queries=True)
+    assert q._packed is not None and q._padded is None
+    q.encode_queries(["Aristotle tutored Alexander the Great.", "Plato"])
+    assert q._padded is None
+    q.encode_queries(["word " * (SHORT_TOKENS + 1)])
+    assert q._padded is not None
+    b = load_encoder(threads=1)
+    assert b._padded is not None and b._packed is None
+    b.encode(["Aristotle tutored Alexander the Great."])
+    assert b._packed is None
+    assert np.array_equal(b.encode_queries(["Plato"]), q.encode_queries(["Plato"]))
+    assert b._packed is not None
 
 
 def test_packed_graph_unavailable_falls_back_to_padded(tmp_path, monkeypatch, caplog):
@@ -340,9 +351,8 @@ def test_packed_graph_unavailable_falls_back_to_padded(tmp_path, monkeypatch, ca
 
     monkeypatch.setattr(encoder, "export_packed_onnx", fail)
     with caplog.at_level("WARNING", logger="backends.encoder"):
-        enc = encoder.OnnxEncoder(encoder.model_dir(), threads=1, cache=tmp_path)
-    assert enc._packed is None and "short texts will be encoded padded" in caplog.text
+        enc = encoder.OnnxEncoder(encoder.model_dir(), threads=1, cache=tmp_path, queries=True)
+    assert enc._packed is None and enc._padded is not None and "short texts will be encoded padded" in caplog.text
     texts = ["Aristotle tutored Alexander the Great.", "Plato"]
     full = encoder.OnnxEncoder(encoder.model_dir(), threads=1)
-    full._packed = None
     assert np.array_equal(enc.encode_queries(texts), full.encode(texts))

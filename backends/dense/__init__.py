@@ -330,7 +330,9 @@ class DenseBackend:
         if self._encoder is None:
             from backends.encoder import load_encoder
 
-            self._encoder = load_encoder(backend=self._encoder_backend, threads=self._threads or QUERY_THREADS)
+            self._encoder = load_encoder(
+                backend=self._encoder_backend, threads=self._threads or QUERY_THREADS, queries=True
+            )
         return self._encoder
 
     def __len__(self) -> int:
