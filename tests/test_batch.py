@@ -415,8 +415,9 @@ def test_bm25_batches_from_threads_match_single_searches(gensim_index):
 
 
 def test_heap_settled_for_blocks_and_given_back_at_exit(gensim_store):
-    """A batch by blocks takes what loading made out of the garbage collector's way (gc.freeze), and the process
-    still exits cleanly: DuckDB's bindings report no leaked objects."""
+    """A batch by blocks takes what loading made out of the garbage collector's way (gc.freeze) and collects the
+    young generations less often, and the process still exits cleanly: DuckDB's bindings report no leaked
+    objects."""
     code = (
         "import gc, sys\n"
         "from retriever.api import Retriever\n"
@@ -425,6 +426,8 @@ def test_heap_settled_for_blocks_and_given_back_at_exit(gensim_store):
         "assert gc.get_freeze_count() == 0\n"
         "BlockAnswerer(r, k=2).prepare()\n"
         "assert gc.get_freeze_count() > 10_000, gc.get_freeze_count()\n"
+        "from retriever.heap import THRESHOLDS\n"
+        "assert gc.get_threshold() == THRESHOLDS\n"
         "print(BlockAnswerer(r, k=2)([(1, 'Aristotle was a philosopher.'), (2, 'Plato taught.')])[0]['status'])\n"
     )
     p = subprocess.run([sys.executable, "-c", code, str(gensim_store)], cwd=ROOT, capture_output=True, text=True)
