@@ -336,6 +336,19 @@ def export_packed_onnx(path: Path, target: Path) -> Path:
     return target
 
 
+def prepare_query_graph(*, cache: Path | None = None) -> None:
+    """Export the packed graph a search's claims run on (:class:`OnnxEncoder`) unless it is cached: the dense build
+    does, so that the first query on a machine does not spend seconds on it. A failure is a warning: queries then
+    run padded, or try again."""
+    target = onnx_model_path(cache=cache, packed=True)
+    if target.exists():
+        return
+    try:
+        export_packed_onnx(model_dir(), target)
+    except ModelError as exc:
+        log.warning("claims will be encoded padded: %s", exc)
+
+
 def onnx_model_path(*, cache: Path | None = None, int8: bool = False, packed: bool = False) -> Path:
     """Cached ONNX file for the pinned weights (keyed by their sha256 and the opset); ``int8``: the quantised one,
     ``packed``: the graph over packed texts."""

@@ -356,3 +356,31 @@ def test_packed_graph_unavailable_falls_back_to_padded(tmp_path, monkeypatch, ca
     texts = ["Aristotle tutored Alexander the Great.", "Plato"]
     full = encoder.OnnxEncoder(encoder.model_dir(), threads=1)
     assert np.array_equal(enc.encode_queries(texts), full.encode(texts))
+
+
+def test_build_prepares_the_query_graph_once(built, tmp_path, monkeypatch, caplog):
+    """The dense build exports the packed graph of the queries (the fixture's build did), once a machine: a cached
+    one is kept, and a failed export is a warning, not a failed build."""
+    from backends import encoder
+    from wikiground.errors import ModelError
+
+    assert encoder.onnx_model_path(packed=True).exists()
+    made = []
+
+    def export(path, target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(b"graph")
+        made.append(target)
+
+    monkeypatch.setattr(encoder, "export_packed_onnx", export)
+    encoder.prepare_query_graph(cache=tmp_path)
+    encoder.prepare_query_graph(cache=tmp_path)
+    assert made == [encoder.onnx_model_path(cache=tmp_path, packed=True)]
+
+    def fail(path, target):
+        raise ModelError(f"{target}: no exporter here")
+
+    monkeypatch.setattr(encoder, "export_packed_onnx", fail)
+    with caplog.at_level("WARNING", logger="backends.encoder"):
+        encoder.prepare_query_graph(cache=tmp_path / "other")
+    assert "claims will be encoded padded" in caplog.text

@@ -255,6 +255,10 @@ def build(
             tune_queries=tune_queries,
             extra={"encode_seconds": stats["encode_seconds"], "passages_per_s": stats["passages_per_s"]},
         )
+        if stats["encoder_backend"] == "onnx":
+            from backends.encoder import prepare_query_graph
+
+            prepare_query_graph()
     except OSError as exc:
         raise BuildError(f"{out_dir}: dense build failed: {exc}") from exc
     return _manifest_entry(params, seconds=time.perf_counter() - t0)
