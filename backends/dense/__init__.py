@@ -255,13 +255,18 @@ def build(
             tune_queries=tune_queries,
             extra={"encode_seconds": stats["encode_seconds"], "passages_per_s": stats["passages_per_s"]},
         )
-        if stats["encoder_backend"] == "onnx":
-            from backends.encoder import prepare_query_graph
-
-            prepare_query_graph()
+        _prepare_queries(stats["encoder_backend"])
     except OSError as exc:
         raise BuildError(f"{out_dir}: dense build failed: {exc}") from exc
     return _manifest_entry(params, seconds=time.perf_counter() - t0)
+
+
+def _prepare_queries(encoder_backend: str | None) -> None:
+    """Export the graph the queries of an ONNX-built index run on, so that the first query does not."""
+    if encoder_backend == "onnx":
+        from backends.encoder import prepare_query_graph
+
+        prepare_query_graph()
 
 
 def _manifest_entry(params: dict, *, seconds: float) -> dict:
