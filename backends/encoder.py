@@ -406,7 +406,7 @@ class OnnxEncoder:
                 quantize_onnx(fp32_path, onnx_path)
         tok = Tokenizer.from_file(str(path / "tokenizer.json"))
         # tokenizer.json pads to a fixed 128; sentence-transformers truncates at 256 and pads to the longest
-        # (encode pads a batch itself: see _tokenized).
+        # (encode pads a batch itself: see _padded).
         tok.enable_truncation(max_length=MAX_SEQ_LENGTH)
         tok.no_padding()
         self._tok = tok
@@ -513,7 +513,7 @@ class OnnxEncoder:
         rows: list[list[int]] = []
         used = PACK_TOKENS
         for j, n in enumerate(lengths):
-            start = -(-used // self._align) * self._align
+            start = used + -used % self._align  # the next aligned offset, as _run_packed places the texts
             if start + n > PACK_TOKENS:
                 rows.append([])
                 start = 0
@@ -532,35 +532,26 @@ class OnnxEncoder:
         """Mean-pooled hidden states of tokenized texts, in one run of packed rows (texts in row order): each text
         from an aligned offset of its row, the gaps and the rows' ends filled with padding tokens in a segment of
         their own (-1), which no text attends to."""
-        width = max(self._row_length(row) for row in rows)
+        spans = []  # (row, offset, text): the offsets computed once, the row width from them
+        for r, row in enumerate(rows):
+            at = 0
+            for e in row:
+                at += -at % self._align
+                spans.append((r, at, e))
+                at += len(e.ids)
+        width = max(at + len(e.ids) for _, at, e in spans)
         feed = {n: np.zeros((len(rows), width), dtype=np.int64) for n in ("input_ids", "token_type_ids")}
         positions = np.zeros((len(rows), width), dtype=np.int64)
         segments = np.full((len(rows), width), -1, dtype=np.int64)
-        spans = []
-        for r, row in enumerate(rows):
-            at = 0
-            for i, e in enumerate(row):
-                at += -at % self._align
-                n = len(e.ids)
-                feed["input_ids"][r, at : at + n] = e.ids
-                feed["token_type_ids"][r, at : at + n] = e.type_ids
-                positions[r, at : at + n] = np.arange(n)
-                segments[r, at : at + n] = i
-                spans.append((r, at, n))
-                at += n
+        for k, (r, at, e) in enumerate(spans):  # k: the text's segment, distinct from every other in its row
+            n = len(e.ids)
+            feed["input_ids"][r, at : at + n] = e.ids
+            feed["token_type_ids"][r, at : at + n] = e.type_ids
+            positions[r, at : at + n] = np.arange(n)
+            segments[r, at : at + n] = k
         hidden = self._packed.run(None, {**feed, "position_ids": positions, "segment_ids": segments})[0]
         # Each text's own tokens, summed alone: a sum running over the row would depend on the texts before it.
-        return np.stack([hidden[r, a : a + n].sum(axis=0) / n for r, a, n in spans])
-
-    def _row_length(self, row: list[Any]) -> int:
-        at = 0
-        for e in row:
-            at += -at % self._align + len(e.ids)
-        return at
-
-    def _tokenized(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Token ids, attention mask and type ids of ``texts``, padded with zeros to the longest."""
-        return _padded([self._tok.encode(t) for t in texts])
+        return np.stack([hidden[r, at : at + len(e.ids)].sum(axis=0) / len(e.ids) for r, at, e in spans])
 
 
 def _padded(enc: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

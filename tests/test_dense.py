@@ -272,14 +272,14 @@ def test_claims_are_tokenized_as_a_padded_batch(backend):
     tokenizer's own padded batch (truncated at the model's length), hence the same vectors."""
     from tokenizers import Tokenizer
 
-    from backends.encoder import MAX_SEQ_LENGTH, model_dir
+    from backends.encoder import MAX_SEQ_LENGTH, _padded, model_dir
 
     batch = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
     batch.enable_truncation(max_length=MAX_SEQ_LENGTH)
     batch.enable_padding(pad_id=0, pad_token="[PAD]")
     texts = ["Aristotle", "Aristotle was a pupil of Plato and tutored Alexander the Great.", "", "word " * 400]
     enc = batch.encode_batch(texts)
-    ours = backend.encoder._tokenized(texts)
+    ours = _padded([backend.encoder._tok.encode(t) for t in texts])
     for field, got in zip(("ids", "attention_mask", "type_ids"), ours):
         assert got.dtype == np.int64
         assert got.tolist() == [getattr(e, field) for e in enc]
