@@ -62,7 +62,8 @@ ONNX_OPSET = 17
 DEFAULT_BATCH_SIZE = 32
 SHORT_TOKENS = 64  # a text of at most this many tokens is encoded packed (a claim: ~12)
 # Tokens in one packed row at most: a block of 8 claims (~110 with the alignment) is one row, and more claims run
-# as more rows of the same run; a token's attention grows with its row's length (5% of its work at 128 tokens).
+# as more rows of the same run, of even widths; a token's attention grows with its row's length (5% of its work at
+# 128 tokens).
 PACK_TOKENS = 128
 PACK_ROWS = 32  # packed rows in one run at most (a run's attention scores: rows x 12 heads x 128 x 128 floats)
 PACK_ALIGNMENTS = (4, 8, 16)  # tried in turn when the encoder loads (see the module's docstring)
@@ -509,17 +510,24 @@ class OnnxEncoder:
         return pooled / np.clip(norms, 1e-12, None)
 
     def _rows(self, lengths: list[int]) -> list[list[int]]:
-        """Positions in ``lengths`` gathered into packed rows, in order, of PACK_TOKENS aligned tokens at most."""
-        rows: list[list[int]] = []
-        used = PACK_TOKENS
-        for j, n in enumerate(lengths):
-            start = used + -used % self._align  # the next aligned offset, as _run_packed places the texts
-            if start + n > PACK_TOKENS:
-                rows.append([])
-                start = 0
-            rows[-1].append(j)
-            used = start + n
-        return rows
+        """Positions in ``lengths`` gathered into packed rows of PACK_TOKENS aligned tokens at most, as few as
+        hold them, of even widths: a run's rows are all as wide as its widest, so a block of claims a text too long
+        for one row, filled in order, ran a second full row (8 FEVER claims on one core: 29.4 ms, in two half rows
+        17.6 ms, in one row 14.8). The longest texts go first, each into the row holding the fewest tokens; one
+        row more when that overfills one."""
+        sizes = [n + -n % self._align for n in lengths]  # a text and the gap that aligns the next one
+        order = sorted(range(len(sizes)), key=lambda j: -sizes[j])
+        count = -(-sum(sizes) // PACK_TOKENS)
+        while True:
+            rows: list[list[int]] = [[] for _ in range(count)]
+            used = [0] * count
+            for j in order:
+                r = used.index(min(used))
+                rows[r].append(j)
+                used[r] += sizes[j]
+            if max(used, default=0) <= PACK_TOKENS:
+                return rows
+            count += 1
 
     def _run_padded(self, enc: list[Any]) -> np.ndarray:
         """Mean-pooled hidden states of tokenized texts, run as one padded batch."""

@@ -315,6 +315,33 @@ def test_short_texts_packed_match_padded_to_the_bit_among_others(backend):
     assert np.array_equal(both[1], alone[1])
 
 
+def test_packed_rows_are_few_and_even(backend):
+    """Texts that overflow one packed row run as two rows of about half the width each (a run's rows are all as
+    wide as its widest), every text once, no row over PACK_TOKENS; the vectors stay the texts' own, to the bit."""
+    from backends.encoder import PACK_TOKENS
+
+    enc = backend.encoder
+    align = enc._align
+    size = lambda n: n + -n % align  # noqa: E731 - a text and its alignment gap
+    rows = enc._rows([15] * 9)  # 9 x 16 aligned tokens: one row too many for 128
+    assert sorted(len(r) for r in rows) == [4, 5]
+    assert sorted(j for r in rows for j in r) == list(range(9))
+    lengths = [3, 40, 12, 64, 9, 17, 30, 5, 22, 11, 64, 2, 27]
+    rows = enc._rows(lengths)
+    widths = [sum(size(lengths[j]) for j in r) for r in rows]
+    assert sorted(j for r in rows for j in r) == list(range(len(lengths)))
+    assert max(widths) <= PACK_TOKENS and len(rows) == -(-sum(map(size, lengths)) // PACK_TOKENS)
+    assert max(widths) - min(widths) <= 64  # even: no row left nearly empty
+    assert enc._rows([]) == []
+    claims = ["Nikolaj Coster-Waldau worked with the Fox Broadcasting Company."] * 3 + [
+        "Aristotle tutored Alexander the Great.",
+        "The Eiffel Tower is in Paris, and it is made of wrought iron.",
+    ] * 3
+    assert len(enc._rows([len(enc._tok.encode(c).ids) for c in claims])) == 2
+    alone = np.vstack([enc.encode_queries([c]) for c in claims])
+    assert np.array_equal(enc.encode_queries(claims), alone)
+
+
 def test_query_encoder_holds_one_graph_until_a_long_text():
     """A query encoder loads the packed graph only; the padded one comes with the first long text. A build's
     encoder loads the padded graph only; the packed one comes with a first ``encode_queries``."""
