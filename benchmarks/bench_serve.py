@@ -320,8 +320,8 @@ def section(r: dict[str, Any]) -> str:
 def measure_apart(
     index: Path, claims: Sequence[str], *, load_seconds: float, clients: int, work: Path
 ) -> dict[str, Any]:
-    """:func:`measure` in a fresh interpreter: its clients and its in-process search then run as in a user's
-    process, not in the long-lived bench process, whose earlier benches' objects the collector keeps walking (seen
+    """:func:`measure` in a fresh interpreter (the in-process search in one more): its clients then run as in a
+    user's process, not in the long-lived bench process, whose earlier benches' objects the collector keeps walking (seen
     as 1-2 ms more a request over HTTP in ``make bench`` than in this bench alone)."""
     return in_fresh_interpreter(
         "benchmarks.bench_serve", "_measure_child", str(index), list(claims), load_seconds, clients, str(work)
@@ -345,8 +345,9 @@ def main(shared: Path, out: Path, *, load_seconds: float = 60.0, clients: int = 
     (out / "serve.json").write_text(json.dumps(results, indent=2))
     return (
         "## Serving: one process, many clients (issue 23)\n\n"
-        f"Vital index, {len(claims)} FEVER claims, k={K}, server on 127.0.0.1 (default options); the clients and the "
-        "in-process search run in a fresh interpreter.\n\n" + section(results)
+        f"Vital index, {len(claims)} FEVER claims, k={K}, server on 127.0.0.1 (default options); the clients run in a "
+        "fresh interpreter, the in-process search in another, claim by claim beside the server's idle answers.\n\n"
+        + section(results)
     )
 
 
