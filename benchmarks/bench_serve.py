@@ -70,8 +70,8 @@ def in_process_answers(index: Path, claims: Sequence[str]) -> dict[str, list[str
 
 def side_by_side(index: str, url: str, claims: list[str]) -> tuple[list[float], list[float], dict[str, list[str]]]:
     """Each claim searched in process and then over HTTP, claim by claim: the two sides of the hot-latency ratio
-    taken in the same seconds of a host whose speed drifts (measured one after the other, 200 claims each, the
-    ratio moved by 0.3 between runs of the same code). Returns both latency lists (ms) and the in-process answers."""
+    taken in the same seconds of a host whose speed drifts (taken one after the other, 200 claims each, two runs of
+    the same code read 1.46x and 0.98x). Returns both latency lists (ms) and the in-process answers."""
     import httpx
 
     from retriever.api import Retriever
@@ -321,8 +321,8 @@ def measure_apart(
     index: Path, claims: Sequence[str], *, load_seconds: float, clients: int, work: Path
 ) -> dict[str, Any]:
     """:func:`measure` in a fresh interpreter (the in-process search in one more): its clients then run as in a
-    user's process, not in the long-lived bench process, whose earlier benches' objects the collector keeps walking (seen
-    as 1-2 ms more a request over HTTP in ``make bench`` than in this bench alone)."""
+    user's process, not in the long-lived bench process, whose earlier benches' objects the collector keeps walking
+    (seen as 1-2 ms more a request over HTTP in ``make bench`` than in this bench alone)."""
     return in_fresh_interpreter(
         "benchmarks.bench_serve", "_measure_child", str(index), list(claims), load_seconds, clients, str(work)
     )
