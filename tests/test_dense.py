@@ -388,7 +388,7 @@ def test_packed_graph_unavailable_falls_back_to_padded(tmp_path, monkeypatch, ca
 def test_no_alignment_turns_packing_off(monkeypatch, caplog):
     """Where no alignment gives a packed text its vector alone (onnxruntime kernels summing attention otherwise),
     packing is off for good with a warning, and short texts get the padded graph's vectors. On this machine's
-    kernels an offset of 1 does not hold (they sum keys in groups of 4), so the check itself turns packing off."""
+    kernels an offset of 1 does not hold (the alignment found here is 4), so the check itself turns packing off."""
     from backends import encoder
 
     monkeypatch.setattr(encoder, "PACK_ALIGNMENTS", (1,))
