@@ -18,8 +18,8 @@ from wikiground.errors import ConfigError, IndexChangedError, IndexCorruptError,
 from wikiground.layout import BUILT_CHANNELS, CHANNELS, PARAMS_FILE, STORE_CHANNELS, channel_dir
 
 if TYPE_CHECKING:
+    from backends.entities import Mention
     from indexer.store import Store
-    from retriever.entities import Mention
     from wikiground.records import Hit
 
 __all__ = ["Backend", "EntityBackend", "BUILT_CHANNELS", "CHANNELS", "build", "load"]

@@ -18,10 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from backends.entities import STOPWORDS, Mention
 from backends.title import MAX_QUERY_CHARS, TitleBackend
 from indexer.graph_lookups import FACT_ORDER
 from indexer.store import Store, in_keys
-from retriever.entities import STOPWORDS, Mention
 from wikiground.records import Hit
 from wikiground.text import words
 

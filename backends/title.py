@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from backends.entities import Mention, concept_words, find_mentions
 from indexer.store import Store
-from retriever.entities import Mention, concept_words, find_mentions
 from wikiground.records import Hit
 
 MAX_QUERY_CHARS = 2000  # entity matching looks at the start of very long inputs only

@@ -205,7 +205,7 @@ def _name_classes(results: list[Any], rows: list[tuple[str, str]], remote: set[s
     """Where the names looked up for all-local claims live: a title of the local half (a needless lookup), of
     the remote half, or of neither (the corpus lacks the entity: even the fully local index would not know it).
     A name matches a title up to the case of its first letter and a disambiguator."""
-    from retriever.entities import strip_disambiguator
+    from backends.entities import strip_disambiguator
     from wikiground.text import canonical_title
 
     def key(text: str) -> str:
@@ -284,7 +284,7 @@ def section(reports: dict[str, dict[str, Any]]) -> str:
         "real time); the second run replays from the response cache of the first. FakeWiki's search matches",
         "all terms with plurals folded, like CirrusSearch; it has no redirects beyond the pages' own titles.",
         "",
-        "Which names are looked up (`retriever.entities.missing_entities`): unresolved names only; none when a",
+        "Which names are looked up (`backends.entities.missing_entities`): unresolved names only; none when a",
         "claim's subject (its first entity and those coordinated with it) is local; for a question, each",
         "missing name and each compared entity without a local page of its own. Names in the sentences closest",
         "to the claim of the pages it names (then of the best local evidence, then of search hits) are fetched",

@@ -19,11 +19,11 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from backends.entities import strip_disambiguator
 from fallback.live import LivePage
 from indexer.chunking import DEFAULT_TARGET_WORDS, chunk_section
 from indexer.schema import DDL
 from indexer.store import delta_revisions
-from retriever.entities import strip_disambiguator
 from wikiground.errors import BuildError
 from wikiground.layout import (
     DELTA_LOCK_FILE,

@@ -24,12 +24,12 @@ from typing import Any
 
 import httpx
 
+from backends.entities import NAME_JOINTS, fold_plural, names_in, strip_disambiguator
 from fallback.client import PageInfo, PageSections, WikiApi
 from fallback.clock import Clock
 from fallback.planner import ClaimState, KeywordPlanner, QueryPlanner
 from fallback.relevance import OverlapScorer, RelevanceScorer, content_words
 from fallback.settings import FallbackSettings
-from retriever.entities import NAME_JOINTS, fold_plural, names_in, strip_disambiguator
 from wikiground.errors import (
     ApiError,
     CircuitOpenError,

@@ -6,7 +6,7 @@ inside the backend that needs them.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from wikiground import __version__
 
 __all__ = ["Retriever", "__version__"]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import backends
+from backends.entities import Mention, find_mentions, missing_entities
 from indexer.store import Store
-from retriever.entities import Mention, find_mentions, missing_entities
 from retriever.fusion import DEFAULT_WEIGHTS, RRF_K, FusedPage, check_weights, fuse
 from retriever.lanes import run_tasks
 from wikiground.errors import ConfigError, IndexMissingError, QueryError
@@ -202,16 +202,13 @@ class Retriever:
         ingest_live: bool = False,
         live_bridges: bool = False,
         http_client: Any | None = None,
-        **legacy: Any,
     ) -> Retriever:
         """Open an index folder. Backends load lazily on first use; the live fallback only with ``on_the_fly``.
 
         ``fallback``: the live fallback's settings (unset ones come from ``WIKIGROUND_*`` variables), or a ready
         :class:`~fallback.live.LiveFallback`. ``http_client`` replaces the fallback's HTTP client (tests, proxies).
-        The older keywords ``api_url``, ``contact``, ``cache_dir``, ``cache_mode`` and ``rate`` still work, as
-        fields of the settings, with a DeprecationWarning.
         """
-        settings = _settings_from_legacy(fallback, legacy, on_the_fly)
+        settings = _settings_of(fallback, on_the_fly)
         if settings is not None:
             fallback = None  # built below from the settings, with on_the_fly
         d = Path(index_dir)
@@ -554,32 +551,15 @@ def _open_live(retriever: Retriever, settings: FallbackSettings | None, http_cli
     )
 
 
-_LEGACY_FALLBACK_KEYWORDS = ("api_url", "contact", "cache_dir", "cache_mode", "rate")
-
-
-def _settings_from_legacy(fallback: Any, legacy: Mapping[str, Any], on_the_fly: bool) -> FallbackSettings | None:
-    """The fallback's settings, from ``fallback`` or the older loose keywords (which still work, with a warning);
-    None when ``fallback`` is a ready fallback."""
+def _settings_of(fallback: Any, on_the_fly: bool) -> FallbackSettings | None:
+    """The fallback's settings: ``fallback`` itself, or from the environment when it is None; None when
+    ``fallback`` is a ready fallback."""
     from fallback.settings import FallbackSettings
 
-    unknown = [k for k in legacy if k not in _LEGACY_FALLBACK_KEYWORDS]
-    if unknown:
-        raise TypeError(f"Retriever.open() got unexpected keyword argument(s) {', '.join(unknown)}")
-    given = {k: v for k, v in legacy.items() if v is not None}
-    if given:
-        import warnings
-
-        warnings.warn(
-            f"Retriever.open({', '.join(given)}=...) is deprecated: pass fallback=FallbackSettings(...)",
-            DeprecationWarning,
-            stacklevel=3,
-        )
     if isinstance(fallback, FallbackSettings):
-        return fallback.with_(**given) if given else fallback
+        return fallback
     if fallback is None:
-        return FallbackSettings.from_env(**given) if on_the_fly else FallbackSettings()
-    if given:
-        raise ConfigError("pass the fallback's options in its FallbackSettings, not beside a ready fallback")
+        return FallbackSettings.from_env() if on_the_fly else FallbackSettings()
     return None
 
 

@@ -1,9 +1,9 @@
 """Batch answering for ``--queries``: into ``--out``, atomically and resumably, one failed claim answered by a
 ``status: error`` line while the others go on.
 
-Claims go in blocks when they can (:class:`BlockAnswerer`: each channel searches a block at once, two blocks in
-flight), else claim by claim (the live fallback, whose requests are one at a time and whose deadline is per
-claim, and multi-hop retrieval); the output is the same either way, in query order."""
+Claims go in blocks when they can (:class:`retriever.service.BlockAnswerer`: each channel searches a block at once,
+two blocks in flight), else claim by claim (the live fallback, whose requests are one at a time and whose deadline
+is per claim, and multi-hop retrieval); the output is the same either way, in query order."""
 
 from __future__ import annotations
 
@@ -16,115 +16,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from retriever.api import NO_ID
-from wikiground.errors import ConfigError, QueryError, WikigroundError
+from retriever.service import BLOCK_SIZE, error_line, json_line
+from wikiground.errors import QueryError, WikigroundError
 from wikiground.text import clean_surrogates
 
 log = logging.getLogger("retriever.query")
 
-__all__ = ["BLOCK_SIZE", "BatchRunner", "BlockAnswerer", "answer_claim", "block_answerer", "json_line"]
+__all__ = ["BatchRunner"]
 
-BLOCK_SIZE = 64  # claims per block: enough for the channels' batch searches to fill both cores
-BLOCK_ENV = "WIKIGROUND_BATCH_BLOCK"
 BLOCKS_AHEAD = 2  # blocks in flight: one block's fusion (Python) overlaps the next one's searches
-
-
-def answer_claim(
-    retriever: Any,
-    claim: str,
-    *,
-    k: int,
-    indexes: str | None = None,
-    multihop: bool = False,
-    hops: int | None = None,
-    on_the_fly: bool | None = None,
-    passages: bool = False,
-    id: Any = NO_ID,
-) -> dict[str, Any]:
-    """One claim's output line, exactly as ``python -m retriever.query --json`` prints it (the CLI, the server and
-    the integrations all answer through here). Without ``id`` the line has no id key; ``id=None`` is ``null``."""
-    if multihop:
-        from retriever.multihop import MultiHopParams, MultiHopRetriever
-
-        extra: dict[str, Any] = {"hops": hops} if hops else {}
-        if indexes:
-            from retriever.api import parse_channels
-
-            extra["channels"] = parse_channels(indexes)
-        params = MultiHopParams(final_k=k, **extra)
-        return MultiHopRetriever(retriever, params=params).search(claim).to_dict(id)
-    return retriever.search(claim, k, channels=indexes, on_the_fly=on_the_fly, passages=passages).to_dict(id)
-
-
-def json_line(obj: Any, *, indent: int | None = None) -> str:
-    """``obj`` as one line of UTF-8-safe JSON: a lone surrogate anywhere (an id, a title) becomes U+FFFD."""
-    return clean_surrogates(json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False)) + "\n"
-
-
-class BlockAnswerer:
-    """``answer_block([(id, text), ...])`` -> their output lines, as ``answer_claim`` gives them one by one, from
-    :func:`retriever.batch_search.search_many` (no live fallback, no multi-hop)."""
-
-    def __init__(
-        self, retriever: Any, *, k: int, indexes: str | None = None, passages: bool = False, size: int = BLOCK_SIZE
-    ):
-        self.retriever, self.k, self.indexes, self.passages = retriever, k, indexes, passages
-        self.size = size  # claims per block
-
-    def prepare(self) -> None:
-        """Load every channel (the JVM, the model) in this thread, before blocks run on other threads; then keep
-        what loading made out of the garbage collector's way (retriever/heap.py)."""
-        from retriever import heap
-
-        self.retriever.warm_up()
-        heap.settle()
-
-    def __call__(self, items: list[tuple[Any, str]]) -> list[dict[str, Any]]:
-        from retriever.batch_search import search_many
-
-        if len(items) == 1:  # the same answer; a block's set-up (dry run, batch calls) costs more than it saves
-            (id_, text), opts = items[0], {"indexes": self.indexes, "passages": self.passages}
-            return [answer_claim(self.retriever, text, k=self.k, id=id_, on_the_fly=False, **opts)]
-
-        results = search_many(
-            self.retriever, [text for _, text in items], self.k, channels=self.indexes, passages=self.passages
-        )
-        return [res.to_dict(id_) for (id_, _), res in zip(items, results)]
-
-
-def block_answerer(
-    retriever: Any,
-    *,
-    k: int,
-    indexes: str | None = None,
-    multihop: bool = False,
-    on_the_fly: bool | None = None,
-    passages: bool = False,
-) -> BlockAnswerer | None:
-    """The block answerer for a batch with these options, or None when its claims go one by one: multi-hop, and
-    the live fallback (its requests go one at a time at the rate limit, and each claim has its own deadline)."""
-    live = retriever.on_the_fly if on_the_fly is None else on_the_fly
-    size = block_size()
-    if multihop or live or size <= 1:
-        return None
-    return BlockAnswerer(retriever, k=k, indexes=indexes, passages=passages, size=size)
-
-
-def block_size() -> int:
-    """Claims per block: ``$WIKIGROUND_BATCH_BLOCK`` (0 or 1: claim by claim, as before blocks), else BLOCK_SIZE."""
-    raw = os.environ.get(BLOCK_ENV, "").strip()
-    if not raw:
-        return BLOCK_SIZE
-    if not raw.isdigit():
-        raise ConfigError(f"{BLOCK_ENV}={raw!r}: expected a whole number of claims per block (0: one by one)")
-    return int(raw)
 
 
 def _answer_one(answer: Callable[..., dict[str, Any]], id_: Any, text: str, where: str) -> tuple[dict[str, Any], str]:
     """The claim's result and its output line; a claim that fails gets a ``status: error`` line instead, and the
     batch goes on."""
-    from retriever.api import error_line
-
     try:
         res = answer(text, id_)
         return res, json_line(res)

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import backends
+from backends.entities import Mention
 from retriever.api import STATUS_EMPTY_QUERY, STATUS_NO_EVIDENCE, STATUS_OK, SearchResult, check_k, parse_channels
-from retriever.entities import Mention
 from retriever.fusion import fuse
 from retriever.lanes import run_tasks
 from wikiground.errors import IndexMissingError

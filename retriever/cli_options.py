@@ -1,21 +1,28 @@
-"""The search options that ``python -m retriever.query`` and ``python -m retriever.serve`` share.
+"""The search flags that ``wikiground query`` and ``wikiground serve`` share, and the options they make.
 
 One argument group (``--index``, ``--k``, ``--indexes``, fusion, multi-hop with its planner, the live fallback's
-flags), one check of it, and what it opens: the Retriever, the live fallback's settings and the multi-hop planner.
+flags), one check of it, and the typed options of :mod:`retriever.service` it turns into: :class:`OpenOptions`
+(what to open) and :class:`SearchOptions` (what each claim is searched with).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wikiground.errors import ConfigError, QueryError
+from retriever.service import (
+    MAX_HOPS,
+    PLANNERS,
+    FallbackSettings,
+    OpenOptions,
+    SearchOptions,
+    check_k,
+    parse_weights,
+)
+from wikiground.errors import QueryError
 
-MAX_HOPS = 10  # multi-hop iterations: each hop runs up to a dozen searches
-PLANNERS = ("local", "dspy")
-PLANNER_CACHE = "planner"  # the planner's answers: a folder of their own inside --cache
+__all__ = ["add_search_options", "check_search_options", "fallback_settings", "open_options", "search_options"]
 
 
 def add_search_options(parser: argparse.ArgumentParser, *, title: str | None = None) -> None:
@@ -84,8 +91,6 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
 
 def check_search_options(args: argparse.Namespace) -> None:
     """The shared flags' bounds and combinations (QueryError naming the flag)."""
-    from retriever.api import check_k
-
     check_k(args.k, what="--k")
     if args.hops is not None and not 1 <= args.hops <= MAX_HOPS:
         raise QueryError(f"--hops must be a whole number from 1 to {MAX_HOPS}, got {args.hops}")
@@ -101,10 +106,8 @@ def check_search_options(args: argparse.Namespace) -> None:
         raise QueryError("--planner dspy needs --lm MODEL (or --cache-mode replay with the --cache of a recorded run)")
 
 
-def fallback_settings(args: argparse.Namespace) -> Any:
+def fallback_settings(args: argparse.Namespace) -> FallbackSettings:
     """The live fallback's settings from the flags; unset ones come from ``WIKIGROUND_*`` variables."""
-    from fallback.settings import FallbackSettings
-
     return FallbackSettings.from_env(
         api_url=args.api_url,
         contact=args.contact,
@@ -115,97 +118,25 @@ def fallback_settings(args: argparse.Namespace) -> Any:
     )
 
 
-def parse_weights(spec: str | None) -> dict[str, float] | None:
-    """``title=1.5,dense=1`` -> weights, checked (known channels, finite, 0..MAX_WEIGHT)."""
-    from retriever.fusion import check_weights
-
-    if not spec:
-        return None
-    out: dict[str, float] = {}
-    for part in spec.split(","):
-        name, eq, val = part.partition("=")
-        try:
-            out[name.strip()] = float(val)
-        except ValueError as exc:
-            raise QueryError(f"--weights: expected name=number pairs, got {part!r}") from exc
-        if not eq:
-            raise QueryError(f"--weights: expected name=number pairs, got {part!r}")
-    try:
-        return check_weights(out)
-    except ConfigError as exc:
-        raise QueryError(f"--{exc}") from exc
+def open_options(args: argparse.Namespace) -> OpenOptions:
+    """What the flags open: the index, its channels and fusion, the live fallback and the multi-hop planner."""
+    return OpenOptions(
+        index=args.index,
+        channels=args.indexes,
+        weights=parse_weights(args.weights),
+        fusion=args.fusion,
+        on_the_fly=args.on_the_fly,
+        fallback=fallback_settings(args),
+        ingest_live=args.ingest_live,
+        live_bridges=args.live_bridges,
+        planner=args.planner,
+        lm=args.lm,
+        lm_api_base=args.lm_api_base,
+    )
 
 
-def retriever_opener(args: argparse.Namespace) -> Callable[[], Any]:
-    """A function that opens the Retriever the flags describe (the server calls it again on a reload)."""
-    from retriever.api import Retriever
-
-    weights = parse_weights(args.weights)
-    settings = fallback_settings(args) if args.on_the_fly else None
-
-    def opener() -> Retriever:
-        return Retriever.open(
-            args.index,
-            channels=args.indexes,
-            weights=weights,
-            fusion=args.fusion,
-            on_the_fly=args.on_the_fly,
-            fallback=settings,
-            ingest_live=args.ingest_live,
-            live_bridges=args.live_bridges,
-        )
-
-    return opener
-
-
-def planner_of(args: argparse.Namespace) -> Any | None:
-    """The multi-hop planner ``--planner`` names; None for the local one (the pipeline's default).
-
-    The dspy planner's answers go through ``--cache``/planner in ``--cache-mode`` (record by default): a replay
-    needs no LM, and answers as the recorded run did. Without a cache folder the LM is asked every time.
-    """
-    if args.planner == "local":
-        return None
-    from retriever.multihop.llm import CachedLM, DSPyLM, LLMPlanner
-
-    settings = fallback_settings(args)
-    replay = settings.cache_mode == "replay"
-    lm = None if replay else DSPyLM(model=args.lm, api_base=args.lm_api_base)
-    if settings.cache_dir is None or settings.cache_mode == "off":
-        if lm is None:
-            raise ConfigError("--cache-mode replay needs --cache DIR")
-        return LLMPlanner(lm)
-    return LLMPlanner(CachedLM(lm, Path(settings.cache_dir) / PLANNER_CACHE, mode=settings.cache_mode, model=args.lm))
-
-
-def answer(
-    retriever: Any,
-    claim: str,
-    *,
-    k: int,
-    indexes: str | None = None,
-    multihop: bool = False,
-    hops: int | None = None,
-    on_the_fly: bool | None = None,
-    passages: bool = False,
-    planner: Any | None = None,
-    id: Any = ...,
-) -> dict[str, Any]:
-    """One claim's output line, as :func:`retriever.batch.answer_claim` gives it, with multi-hop planned by
-    ``planner`` (None: the local planner)."""
-    from retriever.api import NO_ID
-    from retriever.batch import answer_claim
-
-    id_ = NO_ID if id is ... else id
-    if planner is None or not multihop:
-        opts = {"indexes": indexes, "multihop": multihop, "hops": hops, "on_the_fly": on_the_fly, "passages": passages}
-        return answer_claim(retriever, claim, k=k, id=id_, **opts)
-    from retriever.multihop import MultiHopParams, MultiHopRetriever
-
-    extra: dict[str, Any] = {"hops": hops} if hops else {}
-    if indexes:
-        from retriever.api import parse_channels
-
-        extra["channels"] = parse_channels(indexes)
-    params = MultiHopParams(final_k=k, **extra)
-    return MultiHopRetriever(retriever, params=params, planner=planner).search(claim).to_dict(id_)
+def search_options(args: argparse.Namespace) -> SearchOptions:
+    """What each claim is searched with (the server's defaults for what a request leaves out)."""
+    return SearchOptions(
+        k=args.k, multihop=args.multihop, hops=args.hops, on_the_fly=args.on_the_fly, passages=args.passages
+    )

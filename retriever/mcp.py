@@ -1,80 +1,12 @@
-"""An MCP server for LLM agents: ``python -m retriever.mcp --index DIR`` (stdio; needs ``wikiground[mcp]``).
-
-Tools: ``search_wikipedia(claim, k)`` (the evidence of one query command's output line) and ``get_page(title)``
-(the page after redirects, with its sections, categories, "See also", infobox and links). The index is opened
-once, when the server starts.
-"""
+"""``python -m retriever.mcp``: the MCP server's command (:mod:`retriever.serve.mcp`), kept under its first name."""
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
-from pathlib import Path
-from typing import Any
 
-from wikiground.errors import WikigroundError
+from retriever.serve.mcp import build_server, main
 
-MAX_K = 50  # evidence items one tool call may ask for: an agent's context is the limit
-
-
-def build_server(retriever: Any) -> Any:
-    """The MCP server (``mcp.server.mcpserver.MCPServer``) over an open Retriever."""
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-
-    from retriever.batch import answer_claim as answer
-    from retriever.serve.pages import page_view
-
-    server = MCPServer(
-        "wikiground",
-        instructions="Evidence from a local Wikipedia index: search_wikipedia for a claim or question, get_page for "
-        "a whole page by title.",
-    )
-
-    @server.tool()
-    def search_wikipedia(claim: str, k: int = 5) -> dict[str, Any]:
-        """Evidence passages for a claim or question, best first: title, section, text, score, url."""
-        if not 1 <= k <= MAX_K:
-            raise ToolError(f"k must be from 1 to {MAX_K}, got {k}")
-        line = answer(retriever, claim, k=k)
-        keep = ("title", "section", "evidence_text", "score", "url", "page_id", "passage_id", "origin")
-        return {
-            "query": line["query"],
-            "status": line["status"],
-            "evidence": [{key: e.get(key) for key in keep} for e in line["evidence"]],
-        }
-
-    @server.tool()
-    def get_page(title: str) -> dict[str, Any]:
-        """A Wikipedia page by title (redirects followed): lead, sections, categories, see also, infobox, links."""
-        view = page_view(retriever.store, title)
-        if view is None:
-            raise ToolError(f"no page or redirect titled {title!r}")
-        return view
-
-    return server
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m retriever.mcp", description=__doc__.split("\n")[0])
-    p.add_argument("--index", required=True, type=Path, help="index folder built by `python -m indexer build`")
-    p.add_argument("--indexes", default="all", help="channels: comma list of bm25,dense,tfidf,title (default all)")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # stdout carries the protocol
-    try:
-        from retriever import heap
-        from retriever.api import Retriever
-
-        with Retriever.open(args.index, channels=args.indexes) as retriever:
-            retriever.warm_up()
-            heap.settle()
-            build_server(retriever).run("stdio")
-    except WikigroundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
+__all__ = ["build_server", "main"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,19 +11,17 @@ import json
 import logging
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from retriever.cli_options import MAX_HOPS, add_search_options, check_search_options, planner_of, retriever_opener
-from retriever.cli_options import fallback_settings as _fallback_settings
-from retriever.cli_options import parse_weights as _parse_weights
+from retriever.cli_options import add_search_options, check_search_options, open_options, search_options
 from wikiground.errors import QueryError, WikigroundError
 from wikiground.text import clean_surrogates
 
 log = logging.getLogger("retriever.query")
 
-__all__ = ["MAX_HOPS", "_fallback_settings", "_parse_weights", "build_parser", "main", "read_queries"]
+__all__ = ["build_parser", "main", "read_queries"]
 
 
 def _no_constants(name: str) -> Any:
@@ -138,50 +136,48 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from retriever import service
+
     _check_args(args)
-    opener = retriever_opener(args)
+    opening, options = open_options(args), search_options(args)
     queries = list(read_queries(args.queries)) if args.queries is not None else []
-    planner = planner_of(args)
-    with opener() as retriever:
-        answer = _answerer(args, retriever, planner)
+    planner = opening.open_planner()
+    with opening.open() as retriever:
+
+        def answer(text: str, id_: Any = service.NO_ID) -> dict[str, Any]:
+            return service.answer(retriever, text, options, planner=planner, id=id_)
+
         if args.queries is None:
             result = answer(clean_surrogates(args.claim))
             if args.json:
-                from retriever.batch import json_line
-
-                sys.stdout.write(json_line(result, indent=2))
+                sys.stdout.write(service.json_line(result, indent=2))
             else:
                 _table(result, sys.stdout)
                 if args.multihop:
-                    from retriever.multihop.render import write_hops
-
-                    write_hops(result, sys.stdout)
+                    _hops(result, sys.stdout)
             return 0
-        from retriever.batch import BatchRunner, block_answerer
+        from retriever.batch import BatchRunner
 
-        block = block_answerer(retriever, k=args.k, multihop=args.multihop, passages=args.passages)
+        block = service.block_answerer(retriever, options)
         runner = BatchRunner(answer, queries, args.out, resume=args.resume, quiet=args.quiet, answer_block=block)
         return runner.run(args.on_the_fly)
 
 
-def _answerer(args: argparse.Namespace, retriever: Any, planner: Any = None) -> Callable[..., dict[str, Any]]:
-    """``answer(text, id=NO_ID)`` -> the output line of one claim, from the retriever or the multi-hop pipeline."""
-    from retriever.api import NO_ID
-    from retriever.cli_options import answer as answer_line
-
-    def answer(text: str, id_: Any = NO_ID) -> dict[str, Any]:
-        return answer_line(
-            retriever,
-            text,
-            k=args.k,
-            multihop=args.multihop,
-            hops=args.hops,
-            passages=args.passages,
-            planner=planner,
-            id=id_,
-        )
-
-    return answer
+def _hops(result: dict[str, Any], out: TextIO, *, width: int = 100) -> None:
+    """Each hop's queries by kind with the titles they returned, then the hop that found each page."""
+    for h in result.get("hops", []):
+        out.write(f"hop {h['hop']} ({h.get('ms', 0):.0f} ms), new pages: {len(h.get('new_titles', []))}\n")
+        for kind, qs in h.get("queries", {}).items():
+            for q in qs:
+                titles = ", ".join(q["titles"])
+                line = f"  {kind:<9} k={q['k']:<2} {q['query']!r} -> {titles}"
+                out.write(line[:width] + ("…" if len(line) > width else "") + "\n")
+    found = [
+        f"{e['title']} (hop {e.get('hop')}{', via ' + e['via'] if e.get('via') else ''})"
+        for e in result.get("evidence", [])
+    ]
+    if found:
+        out.write("found: " + "; ".join(found) + "\n")
 
 
 if __name__ == "__main__":

@@ -343,8 +343,9 @@ def test_a_block_searches_each_channel_once_and_asks_the_store_once(gensim_index
 def test_a_failing_block_is_answered_claim_by_claim(gensim_store, tmp_path):
     """Only the failing claim of a block gets an error line; the others get the answers of the sequential path."""
     from retriever.api import Retriever
-    from retriever.batch import BatchRunner, BlockAnswerer, block_answerer
+    from retriever.batch import BatchRunner
     from retriever.query import read_queries
+    from retriever.service import BlockAnswerer, SearchOptions, block_answerer
 
     src, claims = _fixture_claims(tmp_path, 10)
     queries = list(read_queries(src))
@@ -356,7 +357,7 @@ def test_a_failing_block_is_answered_claim_by_claim(gensim_store, tmp_path):
                 raise RuntimeError("boom")
             return r.search(text, 3).to_dict(id_)
 
-        blocks = BlockAnswerer(r, k=3, size=4)
+        blocks = BlockAnswerer(r, SearchOptions(k=3), size=4)
 
         def answer_block(items):
             if any(id_ == bad for id_, _ in items):
@@ -367,7 +368,8 @@ def test_a_failing_block_is_answered_claim_by_claim(gensim_store, tmp_path):
         assert BatchRunner(answer, queries, out, quiet=True, answer_block=answer_block, block_size=4).run() == 1
         BatchRunner(lambda text, id_: r.search(text, 3).to_dict(id_), queries, fresh, quiet=True).run()
         # The live fallback and multi-hop go claim by claim (one request at a time, a deadline per claim).
-        assert block_answerer(r, k=3, on_the_fly=True) is None and block_answerer(r, k=3, multihop=True) is None
+        assert block_answerer(r, SearchOptions(k=3, on_the_fly=True)) is None
+        assert block_answerer(r, SearchOptions(k=3, multihop=True)) is None
     lines = _lines(out)
     assert [x["status"] == "error" for x in lines] == [i == 6 for i in range(10)]
     assert "unexpected RuntimeError: boom" in lines[6]["error"]
@@ -421,14 +423,14 @@ def test_heap_settled_for_blocks_and_given_back_at_exit(gensim_store):
     code = (
         "import gc, sys\n"
         "from retriever.api import Retriever\n"
-        "from retriever.batch import BlockAnswerer\n"
+        "from retriever.service import BlockAnswerer, SearchOptions\n"
         "r = Retriever.open(sys.argv[1], channels='title')\n"
         "assert gc.get_freeze_count() == 0\n"
-        "BlockAnswerer(r, k=2).prepare()\n"
+        "BlockAnswerer(r, SearchOptions(k=2)).prepare()\n"
         "assert gc.get_freeze_count() > 10_000, gc.get_freeze_count()\n"
         "from retriever.heap import THRESHOLDS\n"
         "assert gc.get_threshold() == THRESHOLDS\n"
-        "print(BlockAnswerer(r, k=2)([(1, 'Aristotle was a philosopher.'), (2, 'Plato taught.')])[0]['status'])\n"
+        "print(BlockAnswerer(r, SearchOptions(k=2))([(1, 'Aristotle was a philosopher.'), (2, 'Plato taught.')])[0]['status'])\n"
     )
     p = subprocess.run([sys.executable, "-c", code, str(gensim_store)], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from backends.entities import concept_words, find_mentions, missing_entities
 from indexer.store import Store
-from retriever.entities import concept_words, find_mentions, missing_entities
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +174,7 @@ def test_a_disambiguation_page_is_not_the_page_of_the_name(store):
 
 
 def test_a_number_made_an_adjective_does_not_start_a_name(store):
-    from retriever.entities import names_in
+    from backends.entities import names_in
 
     assert names_in("Kiss and Tell is a 1945 film starring 17-year-old Shirley Temple as Corliss Archer.") == [
         "Kiss",
@@ -207,7 +207,7 @@ def test_two_words_joined_by_and_are_one_name_or_two(store):
 def test_a_month_is_no_auxiliary_and_a_quantifier_no_name():
     """ "Kent Lex Baer (born May 2, 1951)": "May" is a month, so "born" does not join the subject's name;
     "Several attorneys, including ..." opens with a quantifier."""
-    from retriever.entities import names_in
+    from backends.entities import names_in
 
     assert names_in("Kent Lex Baer (born May 2, 1951) is an American college football coach.") == ["Kent Lex Baer"]
     assert names_in("Several attorneys, including Robert L. Goldberg, challenged it.") == ["Robert L. Goldberg"]

@@ -14,7 +14,8 @@ from fallback.client import WikiApi
 from fallback.live import open_fallback
 from fallback.settings import DEFAULT_LIVE_DEADLINE, FallbackSettings
 from retriever import __version__
-from retriever.query import _fallback_settings, build_parser
+from retriever.cli_options import fallback_settings
+from retriever.query import build_parser
 from retriever.query import main as query_main
 from tests.support.clock import FakeClock
 from tests.support.fakewiki import FakePage, FakeWiki, pages_from_vital, stable_id
@@ -538,7 +539,7 @@ def test_live_deadline_from_the_environment_and_the_flag(tmp_path, capsys):
     with pytest.raises(ConfigError, match="WIKIGROUND_LIVE_DEADLINE"):
         FallbackSettings.from_env({"WIKIGROUND_LIVE_DEADLINE": "soon"})
     args = build_parser().parse_args(["--index", str(tmp_path), "--on-the-fly", "--live-deadline", "4.5", "x"])
-    assert _fallback_settings(args).live_deadline == 4.5
+    assert fallback_settings(args).live_deadline == 4.5
     # --rate 0.0001 once made every request wait hours for its token: now it is refused before anything opens.
     assert query_main(["--index", str(tmp_path / "none"), "--on-the-fly", "--rate", "0.0001", "claim"]) == 2
     assert "rate (requests/s) must be at least 0.01" in capsys.readouterr().err

@@ -9,9 +9,9 @@ import sys
 import httpx
 import pytest
 
+from backends.entities import Mention, is_quantity, missing_entities
 from fallback.settings import FallbackSettings
 from retriever.api import Retriever, default_live_scorer
-from retriever.entities import Mention, is_quantity, missing_entities
 from tests.support.fakewiki import FakeWiki, pages_from_vital
 
 from .conftest import ROOT
@@ -417,18 +417,14 @@ def test_local_evidence_irrelevant_to_the_claim_comes_after_the_live_evidence(ho
     assert "live" not in origins[weak[0] :]
 
 
-def test_open_takes_fallback_settings_and_the_older_keywords_still_work(local_index, wiki, tmp_path):
+def test_open_takes_fallback_settings(local_index, wiki, tmp_path):
     with Retriever.open(
         local_index,
         on_the_fly=True,
         fallback=FallbackSettings(api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path / "a", rate=1000),
     ) as r:
-        assert r.fallback.api.api_url == wiki.api_url
-    with pytest.warns(DeprecationWarning, match="fallback=FallbackSettings"):
-        r = Retriever.open(
-            local_index, on_the_fly=True, api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path / "b", rate=1000
-        )
-    with r:
-        assert r.fallback.api.api_url == wiki.api_url and r.fallback.api.cache.root == tmp_path / "b"
+        assert r.fallback.api.api_url == wiki.api_url and r.fallback.api.cache.root == tmp_path / "a"
+    with pytest.raises(TypeError, match="api_url"):  # the loose keywords of the first API: settings only now
+        Retriever.open(local_index, on_the_fly=True, api_url=wiki.api_url)
     with pytest.raises(TypeError, match="nonsense"):
         Retriever.open(local_index, nonsense=1)

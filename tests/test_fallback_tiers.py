@@ -246,7 +246,7 @@ def test_bridge_names_in_the_local_context_are_fetched_with_the_same_request(sha
 def test_bridge_name_keeps_the_period_of_jr(shared_data):
     """Wikipedia titles keep the period of "Jr." ("Harry Connick Jr."): the bridge name found in an intro is
     asked for under that title, and the page is fetched."""
-    from retriever.entities import names_in
+    from backends.entities import names_in
 
     assert (
         names_in("The songs are performed by pianist Harry Connick Jr., who won a Grammy Award.")[0]
@@ -264,7 +264,7 @@ def test_bridge_name_keeps_the_period_of_jr(shared_data):
 def test_bridge_place_name_is_asked_for_as_town_comma_region(shared_data):
     """Wikipedia titles places "Town, Region": a bridge name written so in an intro is asked for whole (a site
     without a redirect from "Southaven" still answers), and its parts stay names of their own."""
-    from retriever.entities import names_in
+    from backends.entities import names_in
 
     names = names_in("Based in the Memphis suburb of Southaven, Mississippi, the team plays at the Landers Center.")
     assert names.index("Southaven, Mississippi") < names.index("Southaven")
@@ -278,7 +278,7 @@ def test_bridge_place_name_is_asked_for_as_town_comma_region(shared_data):
 def test_bridge_names_inside_a_name_are_asked_for_too(shared_data):
     """ "created by Nick Park of Aardman Animations": the person and the company are names of their own, asked for
     in the same request as the whole span; a rank word before a name is dropped ("King George V" -> "George V")."""
-    from retriever.entities import names_in
+    from backends.entities import names_in
 
     names = names_in("a comedy series created by Nick Park of Aardman Animations.")
     assert names == ["Nick Park of Aardman Animations", "Nick Park", "Aardman Animations"]
@@ -296,7 +296,7 @@ def test_bridge_names_inside_a_name_are_asked_for_too(shared_data):
 def test_bridge_name_in_quotes_is_asked_for_as_one_title(shared_data):
     """A quoted title in an intro ("Read It and Weep") is one bridge name, not the capitalised runs inside it
     ("Read It", "Weep"), and the page under that title is fetched."""
-    from retriever.entities import names_in
+    from backends.entities import names_in
 
     names = names_in(
         'the Disney films "Stuck in the Suburbs" (2004) and "Read It and Weep" (2006), alongside Kay Panabaker'
@@ -372,7 +372,7 @@ def test_the_first_hop_of_a_bridge_is_the_page_the_claim_names(shared_data):
 def test_an_office_before_a_bridge_name_is_dropped(shared_data):
     """ "signed by ... Austrian Prime Minister Engelbert Dollfuss": the person is asked for without the adjective
     of nationality and the office before the name."""
-    from retriever.entities import names_in
+    from backends.entities import names_in
 
     names = names_in(
         "They were signed by Italian Prime Minister Benito Mussolini, Austrian Prime Minister "

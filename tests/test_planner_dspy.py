@@ -291,11 +291,14 @@ def test_a_failing_lm_is_a_502_naming_the_planner(index):
 
     from retriever.api import Retriever
     from retriever.multihop.llm import DSPyLM, LLMPlanner
-    from retriever.serve.state import Defaults, ServerState
+    from retriever.serve.state import ServerState
+    from retriever.service import SearchOptions
 
     planner = LLMPlanner(DSPyLM(DummyLM({"": {"nonsense": 1}})))
     state = ServerState(
-        lambda: Retriever.open(index, channels=CHANNELS), defaults=Defaults(multihop=True, hops=1), planner=planner
+        lambda: Retriever.open(index, channels=CHANNELS),
+        defaults=SearchOptions(multihop=True, hops=1, on_the_fly=False),
+        planner=planner,
     )
     state.start()
     with ThreadServer(state) as url:

@@ -291,7 +291,8 @@ def test_on_the_fly_against_the_local_api_shares_one_rate_limit(served, api_url,
     from fallback.settings import FallbackSettings
     from indexer.build import build_index
     from retriever.api import Retriever
-    from retriever.serve.state import Defaults, ServerState
+    from retriever.serve.state import ServerState
+    from retriever.service import SearchOptions
     from tests.conftest import DUMPS
 
     local = tmp_path / "index"
@@ -300,7 +301,7 @@ def test_on_the_fly_against_the_local_api_shares_one_rate_limit(served, api_url,
     settings = FallbackSettings(api_url=api_url, contact="test@example.org", cache_mode="off", rate=rate)
     live = ServerState(
         lambda: Retriever.open(local, channels="title", on_the_fly=True, fallback=settings),
-        defaults=Defaults(on_the_fly=True),
+        defaults=SearchOptions(on_the_fly=True),
     )
     live.start()
     first = served[1]
@@ -361,7 +362,7 @@ def test_wikipedia_package_content_reads_extract_and_revision_ids(api_url, retri
 def test_wikipedia_package_reads_disambiguation_options_from_rvparse_html(api_url, retriever):
     from html.parser import HTMLParser
 
-    from retriever.serve.pages import page_view
+    from retriever.pages import page_view
 
     store = retriever.store
     dab = _dab(store)
@@ -420,7 +421,7 @@ def test_parse_sections_text_categories_links(api_url, retriever):
 def test_mwclient_site_init_and_generators(api_url, retriever):
     """mwclient asks ``meta=siteinfo|userinfo`` when it connects (and ``userinfo`` with every query), reads
     ``general.generator`` as "MediaWiki X.Y" and the namespaces; a page's categories and backlinks are generators."""
-    from retriever.serve.pages import backlinks
+    from retriever.pages import backlinks
 
     store = retriever.store
     init = _get(

@@ -1,8 +1,9 @@
 """The ``wikiground`` command: one entry point over the project's command lines.
 
 ``wikiground index ...`` is ``python -m indexer build ...``, ``wikiground embed ...`` is
-``python -m indexer.embed ...``, ``wikiground query ...`` is ``python -m retriever.query ...`` and
-``wikiground serve ...`` is ``python -m retriever.serve ...``: the same
+``python -m indexer.embed ...``, ``wikiground query ...`` is ``python -m retriever.query ...``,
+``wikiground serve ...`` is ``python -m retriever.serve ...`` and ``wikiground mcp ...`` is
+``python -m retriever.mcp ...``: the same
 code, the same flags. Each subcommand imports its module only when it runs, so ``wikiground --help`` is quick.
 """
 
@@ -20,6 +21,7 @@ commands:
   embed   dense embeddings in resumable shards           (python -m indexer.embed)
   query   evidence for claims from an index folder      (python -m retriever.query)
   serve   serve an index folder over HTTP               (python -m retriever.serve)
+  mcp     serve an index folder to LLM agents over MCP  (python -m retriever.mcp)
 
 `wikiground COMMAND --help` lists a command's options.
 """
@@ -49,11 +51,18 @@ def _serve(argv: Sequence[str]) -> int:
     return main(list(argv))
 
 
+def _mcp(argv: Sequence[str]) -> int:
+    from retriever.serve.mcp import main
+
+    return main(list(argv))
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "index": _index,
     "embed": _embed,
     "query": _query,
     "serve": _serve,
+    "mcp": _mcp,
 }
 
 

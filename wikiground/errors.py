@@ -29,6 +29,7 @@ __all__ = [
     "ResponseTooLargeError",
     "JvmError",
     "ModelError",
+    "PlannerError",
 ]
 
 
@@ -126,3 +127,7 @@ class JvmError(WikigroundError):
 
 class ModelError(ConfigError):
     """The embedding model is missing, fails its pinned sha256, or cannot be loaded."""
+
+
+class PlannerError(WikigroundError):
+    """The multi-hop planner's LM could not answer (unreachable, refused, or an answer in no readable shape)."""

@@ -20,9 +20,9 @@ class EvidenceSource:
 
     def search(self, query: str, k: int) -> dict[str, Any]:
         if self.retriever is not None:
-            from retriever.batch import answer_claim as answer
+            from retriever.service import SearchOptions, answer
 
-            return answer(self.retriever, query, k=k)
+            return answer(self.retriever, query, SearchOptions(k=k))
         import httpx
 
         try:
@@ -36,7 +36,7 @@ class EvidenceSource:
 
     def page(self, title: str) -> dict[str, Any] | None:
         if self.retriever is not None:
-            from retriever.serve.pages import page_view
+            from retriever.pages import page_view
 
             return page_view(self.retriever.store, title)
         from urllib.parse import quote

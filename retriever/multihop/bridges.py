@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from backends.entities import find_mentions
 from indexer.chunking import split_sentences
 from indexer.store import Store
-from retriever.entities import find_mentions
 from retriever.multihop.terms import coverage
 from wikiground.text import normalize_title
 

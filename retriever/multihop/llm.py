@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from retriever.multihop.params import MultiHopParams
 from retriever.multihop.scoring import LocalScorer
 from retriever.multihop.state import ClaimState, HopPlan
-from wikiground.errors import CacheMissError, ConfigError, QueryError, WikigroundError
+from wikiground.errors import CacheMissError, ConfigError, PlannerError, QueryError, WikigroundError
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +30,6 @@ LM_WEIGHT = 0.5  # share of the final score from the LM's 1-10 relevance
 ENDPOINT = "planner"  # cache key prefix; a named LM's answers are kept apart as "planner:<model>"
 ENV_LM_API_KEY = "WIKIGROUND_LM_API_KEY"
 LOCAL_API_KEY = "unused"  # what a local OpenAI-compatible server that checks no key is sent
-
-
-class PlannerError(WikigroundError):
-    """The planner's LM could not answer (unreachable, refused, or an answer in no readable shape)."""
 
 
 class PlannerLM(Protocol):

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from backends.entities import find_mentions
 from retriever.api import NO_ID, live_fetch_times, output_line, stored_evidence
-from retriever.entities import find_mentions
 from retriever.fusion import fuse
 from retriever.multihop.bridges import find_bridges
 from retriever.multihop.params import KINDS, MultiHopParams

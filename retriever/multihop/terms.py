@@ -6,7 +6,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 
-from retriever.entities import STOPWORDS
+from backends.entities import STOPWORDS
 from wikiground.text import words
 
 # Question words and fillers of claims/questions: never worth a query term.

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from wikiground.errors import QueryError, WikigroundError
+from wikiground.errors import ConfigError, QueryError, WikigroundError
 
 log = logging.getLogger("retriever.serve")
 
@@ -52,31 +52,29 @@ def _check(args: argparse.Namespace) -> None:
 
 def make_state(args: argparse.Namespace) -> Any:
     """The server's state from the command line (the index is not opened yet: ``state.start()`` does)."""
-    from retriever.cli_options import planner_of, retriever_opener
-    from retriever.serve.state import Defaults, Limits, ServerState
+    from retriever.cli_options import open_options, search_options
+    from retriever.serve.state import Limits, ServerState
 
-    opener = retriever_opener(args)
-    defaults = Defaults(
-        k=args.k,
-        indexes=None,
-        multihop=args.multihop,
-        hops=args.hops,
-        on_the_fly=args.on_the_fly,
-        passages=args.passages,
-    )
+    opening = open_options(args)
     limits = Limits(
         max_claim_chars=args.max_claim_chars,
         max_k=max(args.k, Limits().max_k),
         max_batch=args.max_batch,
         timeout=args.timeout,
     )
-    return ServerState(opener, defaults=defaults, limits=limits, planner=planner_of(args))
+    planner = opening.open_planner()
+    return ServerState(opening.open, defaults=search_options(args), limits=limits, planner=planner)
 
 
 def serve(args: argparse.Namespace, t0: float) -> int:
-    import uvicorn
+    try:
+        import uvicorn
 
-    from retriever.serve.app import create_app
+        from retriever.serve.app import create_app
+    except ImportError as exc:
+        raise ConfigError(
+            f"the HTTP server needs the serve extra ({exc.name} is missing): pip install 'wikiground[serve]'"
+        ) from exc
 
     state = make_state(args)
     state.start()

@@ -15,6 +15,7 @@ import platform
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Query, Request
@@ -28,19 +29,17 @@ try:
 except ImportError:  # the serve extra pins it; without it the standard library renders the answers
     orjson = None
 
-from retriever.api import error_line
-from retriever.batch import block_answerer
-from retriever.cli_options import answer as answer_line
-from retriever.multihop.llm import PlannerError
-from retriever.serve import pages as page_lookup
+from retriever import pages as page_lookup
 from retriever.serve.coalesce import Coalescer
-from retriever.serve.state import ServerState, options_of
+from retriever.serve.state import ServerState
+from retriever.service import SearchOptions, answer, block_answerer, error_line
 from wikiground.errors import (
     ConfigError,
     FallbackError,
     IndexChangedError,
     IndexMissingError,
     InputError,
+    PlannerError,
     QueryError,
     WikigroundError,
 )
@@ -50,14 +49,10 @@ log = logging.getLogger(__name__)
 LOCAL_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
-# The options that make a block: claims asked with the same ones are answered together.
-BLOCK_OPTIONS = ("k", "indexes", "multihop", "on_the_fly", "passages")
-
-
 class LineResponse(JSONResponse):
     """A search's output line as JSON, rendered by orjson where it is installed (the serve extra pins it): the
-    event loop renders every answer, and the standard library took ~0.09 ms a line of 10 evidence items, orjson
-    ~0.003. The JSON is the same object either way."""
+    event loop renders every answer, so rendering is on every request's path, and orjson is many times faster than
+    the standard library. The JSON is the same object either way."""
 
     def render(self, content: Any) -> bytes:
         if orjson is None:
@@ -175,22 +170,20 @@ class Runner:
         gen = self.state.acquire()
         return await self.wait(gen, self.submit(gen, fn))
 
-    async def search(self, claim: str, opts: dict[str, Any]) -> dict[str, Any]:
+    async def search(self, claim: str, opts: SearchOptions) -> dict[str, Any]:
         """One claim's output line. Local single-shot searches go through the coalescer (answered in a block
         with the concurrent requests that share their options); multi-hop and live ones run on their own."""
         gen = self.state.acquire()
         try:
-            answer = block_answerer(gen.retriever, **{o: opts.get(o) for o in BLOCK_OPTIONS})
+            blocks = block_answerer(gen.retriever, opts)
         except BaseException:
             gen.leave()
             raise
-        if answer is None:
-            return await self.wait(
-                gen, self.submit(gen, lambda r: answer_line(r, claim, planner=self.state.planner, **opts))
-            )
-        key = (gen.number, *(_hashable(opts.get(o)) for o in BLOCK_OPTIONS))
+        if blocks is None:
+            return await self.wait(gen, self.submit(gen, lambda r: answer(r, claim, opts, planner=self.state.planner)))
+        key = (gen.number, opts)  # claims asked with the same options are answered together
         try:
-            fut = self.coalescer.submit(key, answer, claim)
+            fut = self.coalescer.submit(key, blocks, claim)
         except BaseException:
             gen.leave()
             raise
@@ -199,10 +192,6 @@ class Runner:
             return await self.within_timeout(fut)
         finally:
             fut.cancel()  # only one that has not started: its block drops it
-
-
-def _hashable(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
 
 
 def create_app(state: ServerState, *, threads: int = 8, reload_on_sighup: bool = False) -> FastAPI:
@@ -264,8 +253,8 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
     async def search(req: SearchRequest) -> Any:
         state.count("search")
         claim = state.check_claim(req.claim)
-        opts = options_of(req.model_dump(), state.defaults)
-        opts["k"] = state.check_k(opts["k"])
+        opts = state.defaults.merged(k=req.k, indexes=req.indexes, multihop=req.multihop, on_the_fly=req.on_the_fly)
+        opts = replace(opts, k=state.check_k(opts.k))
         return LineResponse(await runner.search(claim, opts))
 
     @app.post("/search/batch", summary="Evidence for many {id, claim}: NDJSON lines, as they finish")
@@ -279,8 +268,8 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         state.count("search/batch")
         if len(items) > state.limits.max_batch:
             raise QueryError(f"the batch has {len(items)} claims; the limit is {state.limits.max_batch}")
-        opts = options_of({"k": k, "indexes": indexes, "multihop": multihop, "on_the_fly": on_the_fly}, state.defaults)
-        opts["k"] = state.check_k(opts["k"])
+        opts = state.defaults.merged(k=k, indexes=indexes, multihop=multihop, on_the_fly=on_the_fly)
+        opts = replace(opts, k=state.check_k(opts.k))
         claims = []
         for n, item in enumerate(items):
             text = item.claim if item.claim is not None else item.question
@@ -294,7 +283,7 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
 
 
 async def _batch_lines(
-    state: ServerState, runner: Runner, claims: list[tuple[Any, str]], opts: dict[str, Any]
+    state: ServerState, runner: Runner, claims: list[tuple[Any, str]], opts: SearchOptions
 ) -> AsyncIterator[str]:
     """One line per claim as each finishes. Every claim runs on the generation taken here, at most ``runner.window``
     at a time (a long batch leaves threads to other clients); a claim that fails is an error line. When no line has
@@ -305,7 +294,7 @@ async def _batch_lines(
 
     def one(r: Any, id_: Any, text: str) -> dict[str, Any]:
         try:
-            return answer_line(r, text, id=id_, planner=state.planner, **opts)
+            return answer(r, text, opts, planner=state.planner, id=id_)
         except WikigroundError as exc:
             return error_line(id_, text, str(exc))
 
@@ -445,7 +434,7 @@ def _dspy_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         state.count("api/search")
         claim = state.check_claim(query, what="query")
         k = state.check_k(k)
-        opts = {**options_of({"k": k}, state.defaults), "multihop": False}
+        opts = replace(state.defaults.merged(k=k), multihop=False)
         result = await runner.search(claim, opts)
         return JSONResponse({"query": query, "topk": colbert_topk(result)})
 

@@ -21,7 +21,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from retriever.serve import pages as page_lookup
+from retriever import pages as page_lookup
 from retriever.serve.mediawiki_common import (
     MAX_LIMIT,
     MAX_TITLES,  # noqa: F401 -- re-exported, it was defined here

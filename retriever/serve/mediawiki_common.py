@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from retriever.serve import pages as page_lookup
+from retriever import pages as page_lookup
 from wikiground.records import Page
 from wikiground.text import canonical_title
 

@@ -14,8 +14,8 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from retriever import pages as page_lookup
 from retriever.serve import mediawiki_common as mw
-from retriever.serve import pages as page_lookup
 from wikiground.records import Page
 from wikiground.text import canonical_title
 

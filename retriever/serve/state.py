@@ -10,17 +10,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from retriever import heap
-from retriever.api import MAX_K, Retriever, check_k
+from retriever.service import MAX_K, Retriever, SearchOptions, check_k, warm_up
 from wikiground.errors import QueryError
 
 log = logging.getLogger(__name__)
-
-WARM_UP_CLAIM = "Aristotle tutored Alexander the Great."
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,18 +28,6 @@ class Limits:
     max_k: int = MAX_K
     max_batch: int = 1000
     timeout: float = 60.0  # seconds a request may take before it is answered 504
-
-
-@dataclass(frozen=True, slots=True)
-class Defaults:
-    """What a request gets for the options it leaves out: the server's command-line options."""
-
-    k: int = 10
-    indexes: str | None = None
-    multihop: bool = False
-    hops: int | None = None
-    on_the_fly: bool = False
-    passages: bool = False
 
 
 class Generation:
@@ -104,23 +89,25 @@ class Generation:
 class ServerState:
     """The current generation, its reload, and the counters that ``/stats`` reports.
 
-    ``opener`` opens a fresh Retriever (the same options each time). The live fallback's HTTP client (and so its
-    rate limit and request lock) is shared by every generation: a reload never resets the rate limit. ``planner``
-    plans multi-hop requests (None: the local planner); it is shared by every request and generation.
+    ``opener`` opens a fresh Retriever (the same options each time: :meth:`retriever.service.OpenOptions.open`);
+    ``defaults``: what a request gets for the options it leaves out (the server's command-line options). The live
+    fallback's HTTP client (and so its rate limit and request lock) is shared by every generation: a reload never
+    resets the rate limit. ``planner`` plans multi-hop requests (None: the local planner); it is shared by every
+    request and generation.
     """
 
     def __init__(
         self,
         opener: Callable[[], Retriever],
         *,
-        defaults: Defaults | None = None,
+        defaults: SearchOptions | None = None,
         limits: Limits | None = None,
         warm_up: bool = True,
         planner: Any | None = None,
     ):
         self.opener = opener
         self.planner = planner
-        self.defaults = defaults or Defaults()
+        self.defaults = defaults or SearchOptions(on_the_fly=False)
         self.limits = limits or Limits()
         self.warm_up = warm_up
         self.started_at = time.time()
@@ -155,10 +142,7 @@ class ServerState:
                     fallback.api.close()
                     fallback.api = self._shared_api
             if self.warm_up:
-                retriever.warm_up(jit=True)
-                # One whole search: creates the channel pool and runs every code path once, off the clock.
-                retriever.search(WARM_UP_CLAIM, 1, on_the_fly=False)
-                heap.settle()
+                warm_up(retriever, jit=True, search=True)
         except BaseException:
             retriever.close()
             raise
@@ -236,15 +220,3 @@ class ServerState:
         if k > self.limits.max_k:
             raise QueryError(f"k must be a whole number from 1 to {self.limits.max_k}, got {k!r}")
         return k
-
-
-def options_of(body: Mapping[str, Any], defaults: Defaults) -> dict[str, Any]:
-    """The search options of a request body, the server's defaults filling what it leaves out."""
-    return {
-        "k": body.get("k") if body.get("k") is not None else defaults.k,
-        "indexes": body.get("indexes") if body.get("indexes") is not None else defaults.indexes,
-        "multihop": body.get("multihop") if body.get("multihop") is not None else defaults.multihop,
-        "hops": defaults.hops,
-        "on_the_fly": body.get("on_the_fly") if body.get("on_the_fly") is not None else defaults.on_the_fly,
-        "passages": defaults.passages,
-    }

@@ -1,0 +1,83 @@
+"""An MCP server for LLM agents: ``wikiground mcp --index DIR`` (stdio; needs ``wikiground[mcp]``).
+
+Tools: ``search_wikipedia(claim, k)`` (the evidence of one query command's output line) and ``get_page(title)``
+(the page after redirects, with its sections, categories, "See also", infobox and links). The index is opened
+once, when the server starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from wikiground.errors import ConfigError, WikigroundError
+
+MAX_K = 50  # evidence items one tool call may ask for: an agent's context is the limit
+
+
+def build_server(retriever: Any) -> Any:
+    """The MCP server (``mcp.server.mcpserver.MCPServer``) over an open Retriever."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.exceptions import ToolError
+    except ImportError as exc:
+        raise ConfigError(
+            f"the MCP server needs the mcp extra ({exc.name} is missing): pip install 'wikiground[mcp]'"
+        ) from exc
+
+    from retriever.pages import page_view
+    from retriever.service import SearchOptions, answer
+
+    server = MCPServer(
+        "wikiground",
+        instructions="Evidence from a local Wikipedia index: search_wikipedia for a claim or question, get_page for "
+        "a whole page by title.",
+    )
+
+    @server.tool()
+    def search_wikipedia(claim: str, k: int = 5) -> dict[str, Any]:
+        """Evidence passages for a claim or question, best first: title, section, text, score, url."""
+        if not 1 <= k <= MAX_K:
+            raise ToolError(f"k must be from 1 to {MAX_K}, got {k}")
+        line = answer(retriever, claim, SearchOptions(k=k))
+        keep = ("title", "section", "evidence_text", "score", "url", "page_id", "passage_id", "origin")
+        return {
+            "query": line["query"],
+            "status": line["status"],
+            "evidence": [{key: e.get(key) for key in keep} for e in line["evidence"]],
+        }
+
+    @server.tool()
+    def get_page(title: str) -> dict[str, Any]:
+        """A Wikipedia page by title (redirects followed): lead, sections, categories, see also, infobox, links."""
+        view = page_view(retriever.store, title)
+        if view is None:
+            raise ToolError(f"no page or redirect titled {title!r}")
+        return view
+
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="wikiground mcp", description=__doc__.split("\n")[0])
+    p.add_argument("--index", required=True, type=Path, help="index folder built by `python -m indexer build`")
+    p.add_argument("--indexes", default="all", help="channels: comma list of bm25,dense,tfidf,title (default all)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # stdout carries the protocol
+    try:
+        from retriever.service import OpenOptions, warm_up
+
+        with OpenOptions(index=args.index, channels=args.indexes).open() as retriever:
+            warm_up(retriever)
+            build_server(retriever).run("stdio")
+    except WikigroundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
