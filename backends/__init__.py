@@ -8,6 +8,7 @@ Heavy libraries (the JVM, torch, FAISS, scikit-learn) load inside the module tha
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -65,10 +66,31 @@ def _module(channel: str) -> Any:
 
 
 def build(
-    channel: str, db_path: Path, out_dir: Path, *, progress: bool = False, options: Mapping[str, Any] | None = None
+    channel: str,
+    db_path: Path,
+    out_dir: Path,
+    *,
+    progress: bool = False,
+    options: Mapping[str, Any] | None = None,
+    memory: int | None = None,
 ) -> dict[str, Any]:
-    """Build ``channel`` from the store at ``db_path`` into ``out_dir``; returns its manifest entry."""
-    return _module(channel).build(db_path, out_dir, progress=progress, **dict(options or {}))
+    """Build ``channel`` from the store at ``db_path`` into ``out_dir``; returns its manifest entry.
+
+    ``memory``: the bytes the build may use. The store's reads take :data:`STORE_READ_SHARE` of them (past it
+    DuckDB evicts what it cached); a channel whose build holds more (the BM25 channel's JVM) is given the rest."""
+    from backends import passage_table
+
+    module = _module(channel)
+    opts = dict(options or {})
+    if memory is not None and "memory" in inspect.signature(module.build).parameters:
+        opts.setdefault("memory", memory)
+    read = None if memory is None else int(memory * STORE_READ_SHARE)
+    with passage_table.read_memory(read):
+        return module.build(db_path, out_dir, progress=progress, **opts)
+
+
+# A channel build reads the store's passages once, in order: DuckDB's cache of the blocks it read buys nothing.
+STORE_READ_SHARE = 0.15
 
 
 def load(channel: str, index_dir: Path, *, store: Store | None = None) -> Backend:

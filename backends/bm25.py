@@ -70,9 +70,11 @@ def build(
     b: float = DEFAULT_B,
     title_boost: float = DEFAULT_TITLE_BOOST,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    memory: int | None = None,
     **options: Any,
 ) -> dict:
-    """Index the store's ``passages`` into ``out_dir`` (``lucene/`` + ``params.json``).
+    """Index the store's ``passages`` into ``out_dir`` (``lucene/`` + ``params.json``); ``memory``: the build's
+    bytes, of which the JVM gets :data:`JVM_SHARE` (when this call starts it) and Lucene's buffer a part.
 
     The index is built next to ``out_dir`` and swapped in at the end, so a failed build leaves
     any previous index untouched. Returns the manifest entry for this index.
@@ -90,7 +92,7 @@ def build(
     tmp_dir.mkdir()
     try:
         added = _index_passages(
-            db_path, tmp_dir / LUCENE_DIR, threads=threads, batch_size=batch_size, progress=progress
+            db_path, tmp_dir / LUCENE_DIR, threads=threads, batch_size=batch_size, progress=progress, memory=memory
         )
         _write_passage_table(db_path, tmp_dir)
         _write_doc_passages(tmp_dir / LUCENE_DIR, tmp_dir / DOC_PASSAGES_FILE, added)
@@ -121,16 +123,20 @@ def _check_options(*, threads: int, batch_size: int, k1: float, b: float, title_
         raise BuildError(f"bm25: need k1 >= 0, 0 <= b <= 1, title_boost >= 0 (got {k1}, {b}, {title_boost})")
 
 
-def _index_passages(db_path: Path, lucene_dir: Path, *, threads: int, batch_size: int, progress: bool) -> int:
+def _index_passages(
+    db_path: Path, lucene_dir: Path, *, threads: int, batch_size: int, progress: bool, memory: int | None = None
+) -> int:
     """Feed every passage of the store to a new Lucene index at ``lucene_dir``; returns how many it holds."""
     from backends.jvm import ensure_jvm
 
-    ensure_jvm()
+    heap = None if memory is None else max(MIN_HEAP, int(memory * JVM_SHARE))
+    ensure_jvm(heap=None if heap is None else f"{heap >> 20}m")
     from pyserini.index.lucene import LuceneIndexer
 
     total = _count_passages(db_path)
     args = ["-index", str(lucene_dir), "-fields", "title", "-storePositions", "-storeDocvectors", "-storeRaw"]
     indexer = LuceneIndexer(args=args, threads=threads)
+    _fit_buffer(indexer.object)
     added = 0
     try:
         batches = _json_batches(db_path, batch_size=batch_size)
@@ -146,6 +152,26 @@ def _index_passages(db_path: Path, lucene_dir: Path, *, threads: int, batch_size
         # Anserini logs and skips documents it cannot index rather than failing the call.
         raise BuildError(f"{db_path}: Lucene indexed {added} of {total} passages")
     return added
+
+
+# The JVM's share of the build's memory when the BM25 build starts it (the store's reads and this process take
+# most of the rest), and the part of the heap Lucene buffers documents in before it writes a segment: Anserini's
+# indexer asks for a fixed 2 GB buffer, which a smaller heap cannot hold.
+JVM_SHARE = 0.45
+MIN_HEAP = 512 << 20
+BUFFER_SHARE = 0.35
+
+
+def _fit_buffer(indexer: Any) -> None:
+    """Lucene's document buffer set to a part of the heap the JVM really has (a live setting of its writer)."""
+    from jnius import autoclass, cast
+
+    fields = autoclass("org.apache.commons.lang3.reflect.FieldUtils")  # in Anserini's jar; pyjnius' Field has no get
+    writer = cast("org.apache.lucene.index.IndexWriter", fields.readField(indexer, "writer", True))
+    heap_mb = autoclass("java.lang.Runtime").getRuntime().maxMemory() / (1 << 20)
+    buffer_mb = max(16.0, min(2048.0, heap_mb * BUFFER_SHARE))
+    writer.getConfig().setRAMBufferSizeMB(buffer_mb)
+    log.debug("bm25: Lucene buffers %.0f MB of a %.0f MB heap", buffer_mb, heap_mb)
 
 
 def _write_passage_table(db_path: Path, out_dir: Path) -> None:
@@ -483,11 +509,18 @@ def _count_passages(db_path: Path) -> int:
 
 
 def _json_batches(db_path: Path, *, batch_size: int) -> Iterator[list[str]]:
-    """The store's passages as Anserini JsonCollection documents, ``batch_size`` at a time."""
+    """The store's passages as Anserini JsonCollection documents, ``batch_size`` at a time, by id ranges: one
+    ORDER BY over the whole table would have DuckDB sort every passage's text at once."""
+    sql = (
+        "SELECT passage_id, page_id, title, heading_path, text FROM passages "
+        "WHERE passage_id >= ? AND passage_id < ? ORDER BY passage_id"
+    )
     with _connect(db_path) as con:
-        cur = con.execute("SELECT passage_id, page_id, title, heading_path, text FROM passages ORDER BY passage_id")
-        while rows := cur.fetchmany(batch_size):
-            yield [_document(*row) for row in rows]
+        (top,) = con.execute("SELECT coalesce(max(passage_id) + 1, 0) FROM passages").fetchone()
+        for lo in range(0, int(top), batch_size):
+            rows = con.execute(sql, [lo, lo + batch_size]).fetchall()
+            if rows:
+                yield [_document(*row) for row in rows]
 
 
 def _document(passage_id: int, page_id: int, title: str, heading_path: str, text: str) -> str:
@@ -501,7 +534,9 @@ def _document(passage_id: int, page_id: int, title: str, heading_path: str, text
 def _connect(db_path: Path):
     import duckdb
 
+    from backends.passage_table import read_config
+
     try:
-        return duckdb.connect(str(db_path), read_only=True)
+        return duckdb.connect(str(db_path), read_only=True, config=read_config())
     except duckdb.Error as exc:
         raise BuildError(f"{db_path}: cannot open the store read-only: {exc}") from exc

@@ -8,16 +8,38 @@ All are memory-mapped on open: millions of titles cost nothing until used.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import numpy as np
 
 from wikiground.errors import IndexCorruptError, InputError
 from wikiground.layout import atomic_write, map_bytes, save_npy
+from wikiground.system import duckdb_size
 
 FILES = ("passage_page.npy", "page_ids.npy", "page_titles.bin", "page_title_offsets.npy")
 BATCH_ROWS = 100_000
+
+
+_READ_MEMORY: ContextVar[int | None] = ContextVar("wikiground_store_read_memory", default=None)
+
+
+@contextmanager
+def read_memory(nbytes: int | None) -> Iterator[None]:
+    """Connections opened inside keep DuckDB within ``nbytes`` (None: DuckDB's default)."""
+    token = _READ_MEMORY.set(nbytes)
+    try:
+        yield
+    finally:
+        _READ_MEMORY.reset(token)
+
+
+def read_config() -> dict[str, str]:
+    """The DuckDB configuration of a store read inside :func:`read_memory`."""
+    nbytes = _READ_MEMORY.get()
+    return {} if nbytes is None else {"memory_limit": duckdb_size(nbytes)}
 
 
 def connect(db_path: Path):
@@ -27,7 +49,7 @@ def connect(db_path: Path):
     if not Path(db_path).is_file():
         raise InputError("store not found", path=str(db_path))
     try:
-        return duckdb.connect(str(db_path), read_only=True)
+        return duckdb.connect(str(db_path), read_only=True, config=read_config())
     except duckdb.Error as exc:
         raise InputError(f"cannot open the store read-only: {exc}", path=str(db_path)) from exc
 

@@ -21,6 +21,15 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated namespace numbers, got {text!r}") from None
 
 
+def _size(text: str) -> int:
+    from wikiground.system import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m indexer", description="Build a wikiground index folder.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -70,6 +79,14 @@ def _parser() -> argparse.ArgumentParser:
         help="dense IVF (from 1M passages): choose nprobe on these queries (JSON lines with claim/query/text, or "
         "plain lines) instead of held-out passages",
     )
+    build.add_argument(
+        "--memory",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="memory the whole build may use, e.g. 3G (default: a sixth of this machine's RAM, 1G to 4G); DuckDB, "
+        "Lucene and TF-IDF spill to the build's folder past their shares",
+    )
     build.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     build.add_argument("--verbose", action="store_true", help="debug logging and tracebacks on errors")
     return parser
@@ -83,7 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from indexer.build import build_index, parse_index_list
     from wikiground.errors import ConfigError, WikigroundError
 
-    options = {} if args.max_page_chars is None else {"max_page_chars": args.max_page_chars}
+    options: dict = {} if args.max_page_chars is None else {"max_page_chars": args.max_page_chars}
+    if args.memory is not None:
+        options["memory"] = args.memory
     try:
         if args.dense_tune_queries is not None:  # a bad file fails now, not after hours of embedding
             from backends.dense import read_tune_queries

@@ -64,7 +64,7 @@ from wikiground.layout import (
     old_prefix,
     swap_folder,
 )
-from wikiground.system import usable_cpus
+from wikiground.system import default_build_memory, usable_cpus
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +96,7 @@ class _Plan:
     passage_words: int
     index_options: dict[str, dict]
     progress: bool
+    memory: int  # bytes the whole build (every process of it) may use; each stage takes its share
 
     def parameters(self) -> dict[str, Any]:
         return {
@@ -105,6 +106,7 @@ class _Plan:
             "max_page_chars": self.max_page_chars,
             "passage_words": self.passage_words,
             "index_options": _jsonable(self.index_options),
+            "memory": self.memory,
         }
 
 
@@ -119,17 +121,20 @@ def build_index(
     index_options: Mapping[str, Mapping] | None = None,
     max_page_chars: int = DEFAULT_MAX_PAGE_CHARS,
     passage_words: int = DEFAULT_PASSAGE_WORDS,
+    memory: int | None = None,
 ) -> dict[str, Any]:
     """Ingest dumps / JSONL corpora into ``out`` (store + chosen indexes) and return the manifest.
 
-    ``workers``: cleaner processes (default: the usable CPUs; 1 = in-process). On any failure the
+    ``workers``: cleaner processes (default: the usable CPUs; 1 = in-process). ``memory``: bytes the build may use
+    (default :func:`~wikiground.system.default_build_memory`): DuckDB, the JVM and the TF-IDF merge each get a
+    share of it and spill to the build's folder past it. On any failure the
     partial build is removed, an existing ``out`` is left untouched and the error is raised. ``out`` is
     replaced only when it is empty or an index folder of ours (our manifest, only our files), and never
     when an input lies inside it. Builds to one ``out`` take turns through a lock beside it.
     """
     _refuse_in_worker()
     started = time.time()
-    plan = _plan(indexes, namespaces, workers, progress, index_options, max_page_chars, passage_words)
+    plan = _plan(indexes, namespaces, workers, progress, index_options, max_page_chars, passage_words, memory)
     paths = expand_inputs(inputs)
     out = Path(out).absolute()
     _check_out(out, paths)
@@ -178,6 +183,7 @@ def _plan(
     index_options: Mapping[str, Mapping] | None,
     max_page_chars: int,
     passage_words: int,
+    memory: int | None = None,
 ) -> _Plan:
     """The options checked: unknown indexes, no namespace or a non-positive size are refused."""
     namespaces = sorted({int(n) for n in namespaces})
@@ -185,6 +191,9 @@ def _plan(
         raise ConfigError("namespaces: give at least one namespace number")
     if max_page_chars < 1 or passage_words < 1:
         raise ConfigError("max_page_chars and passage_words must be positive")
+    memory = default_build_memory() if memory is None else int(memory)
+    if memory < MIN_BUILD_MEMORY:
+        raise ConfigError(f"--memory {memory >> 20} MiB is too little: a build needs {MIN_BUILD_MEMORY >> 20} MiB")
     return _Plan(
         indexes=_check_indexes(indexes),
         namespaces=namespaces,
@@ -193,6 +202,7 @@ def _plan(
         passage_words=passage_words,
         index_options={name: dict(opts) for name, opts in (index_options or {}).items()},
         progress=progress,
+        memory=memory,
     )
 
 
@@ -209,6 +219,7 @@ def _build_into(tmp: Path, out: Path, paths: list[Path], plan: _Plan, started: f
         passage_words=plan.passage_words,
         build_info=(build_id, _iso(started)),
         graph="kg" in plan.indexes,
+        memory=plan.memory,
     )
     ingest_seconds = time.time() - started
     built = _build_channels(tmp, out, plan, build_id)
@@ -253,7 +264,7 @@ def _build_channels(tmp: Path, out: Path, plan: _Plan, build_id: str) -> dict[st
             # interrupted build resumes from them (each shard is checked against its passages' text).
             opts.setdefault("shards_dir", _dense_shards_dir(out))
             opts["scope"] = _dense_scope(tmp / STORE_FILE, out, opts.get("scope", "auto"))
-        built[name] = _build_one(name, tmp, progress=plan.progress, options=opts)
+        built[name] = _build_one(name, tmp, progress=plan.progress, options=opts, memory=plan.memory)
         _stamp_channel(tmp / name, build_id)
     return built
 
@@ -375,10 +386,11 @@ def _ingest(
     passage_words: int,
     build_info: tuple[str, str] | None = None,
     graph: bool = False,
+    memory: int | None = None,
 ) -> dict[str, Any]:
     """Read every input into the store; returns the writer's counts plus the readers (for their stats).
     ``build_info`` (build id, start time) goes into the store's ``build_info`` table; ``graph``: write the kg
-    channel's arrays with the lookups."""
+    channel's arrays with the lookups; ``memory``: the build's bytes, shared by the cleaner processes and DuckDB."""
     from tqdm import tqdm
 
     readers: list[InputReader] = []
@@ -392,7 +404,8 @@ def _ingest(
         dynamic_ncols=True,
         smoothing=0.1,
     )
-    writer = StoreWriter(db_path)
+    budget = default_build_memory() if memory is None else memory
+    writer = StoreWriter(db_path, memory_limit=ingest_duckdb_share(budget, workers))
     pool = _LazyPool(workers)
     if workers > 1 and total_bytes >= WARM_POOL_BYTES:
         pool.start()
@@ -421,14 +434,32 @@ def _ingest(
         bar.close()
     if result["counts"]["pages"] == 0 and result["counts"]["redirects"] == 0:
         raise InputError(f"no pages found in namespace(s) {namespaces}", path=", ".join(str(p) for p in paths))
-    result["lookups"] = _write_lookups(db_path, build_info[0] if build_info else None, graph=graph)
+    build_id = build_info[0] if build_info else None
+    result["lookups"] = _write_lookups(db_path, build_id, graph=graph, memory=int(budget * LOOKUPS_DUCKDB_SHARE))
     result["readers"] = readers
     return result
 
 
-def _write_lookups(db_path: Path, build_id: str | None, *, graph: bool) -> dict[str, int]:
+def _write_lookups(db_path: Path, build_id: str | None, *, graph: bool, memory: int | None) -> dict[str, int]:
     logger.info("writing the lookup tables" + (" and the kg channel's graph arrays" if graph else ""))
-    return lookups.build(db_path, db_path.parent / LOOKUPS_DIR, build_id, graph=graph)
+    return lookups.build(db_path, db_path.parent / LOOKUPS_DIR, build_id, graph=graph, memory_limit=memory)
+
+
+# -- the memory budget's shares ------------------------------------------------------------------------------------
+# The build's processes beside DuckDB: this process (the interpreter, Arrow batches in flight) and each cleaner
+# process (one page batch in, its rows out). DuckDB's share is what they leave, less a margin for what DuckDB
+# allocates outside its buffer pool; past its share it spills to the store's temporary folder.
+MIN_BUILD_MEMORY = 512 << 20
+MAIN_PROCESS_BYTES = 512 << 20
+CLEANER_PROCESS_BYTES = 256 << 20
+DUCKDB_MARGIN = 0.6
+LOOKUPS_DUCKDB_SHARE = 0.4  # lookups run alone after ingest: the sorted key arrays beside them are small
+
+
+def ingest_duckdb_share(memory: int, workers: int) -> int:
+    """DuckDB's bytes during ingest, out of the build's ``memory`` with ``workers`` cleaner processes."""
+    left = memory - MAIN_PROCESS_BYTES - CLEANER_PROCESS_BYTES * (workers if workers > 1 else 0)
+    return max(128 << 20, int(left * DUCKDB_MARGIN))
 
 
 _Task = tuple[InputReader, Callable[..., RowBatch], tuple]
@@ -577,13 +608,15 @@ def _dense_scope(db_path: Path, out: Path, scope: str) -> str:
     return est["scope"]
 
 
-def _build_one(name: str, tmp: Path, *, progress: bool, options: Mapping[str, Any]) -> dict[str, Any]:
+def _build_one(
+    name: str, tmp: Path, *, progress: bool, options: Mapping[str, Any], memory: int | None = None
+) -> dict[str, Any]:
     out_dir = tmp / name
     out_dir.mkdir(exist_ok=True)
     started = time.time()
     logger.info("building %s index", name)
     try:
-        info = backends.build(name, tmp / STORE_FILE, out_dir, progress=progress, options=options)
+        info = backends.build(name, tmp / STORE_FILE, out_dir, progress=progress, options=options, memory=memory)
     except WikigroundError:
         raise
     except Exception as exc:
@@ -685,18 +718,24 @@ def _jsonable(value: Any) -> Any:
 # kg adds the graph arrays to lookups/ (187 MB at 1M).
 DISK_PER_PASSAGE = {"store": 1150, "bm25": 950, "tfidf": 1300, "dense": 1600, "kg": 200}
 TEMP_DISK_SHARE = 0.5  # spill files, the Lucene merge and the old index beside the new one, over the final size
-RAM_BASE_MB = 1500  # the build process, the JVM and DuckDB before the corpus grows them
+RAM_BASE_MB = 1000  # the build process, the JVM and DuckDB before the corpus fills their shares
 RAM_PER_WORKER_MB = 250
-RAM_PER_PASSAGE = 4500  # bytes of peak RSS per passage of the stages that still grow with the corpus
+RAM_PER_PASSAGE = 2000  # bytes of peak RSS per passage until the stages reach their shares of the budget
 RESOURCE_CHECK_MIN_BYTES = 64 << 20  # smaller inputs are not checked
 SAMPLE_BYTES = 2 << 20  # bytes of each input cleaned (decompressed) and decompressed (compressed) for the estimate
 SKIP_CHECK_ENV = "WIKIGROUND_SKIP_RESOURCE_CHECK"
 
 
 def estimate_resources(
-    paths: Sequence[Path], indexes: Sequence[str], *, workers: int, passage_words: int = DEFAULT_PASSAGE_WORDS
+    paths: Sequence[Path],
+    indexes: Sequence[str],
+    *,
+    workers: int,
+    passage_words: int = DEFAULT_PASSAGE_WORDS,
+    memory: int | None = None,
 ) -> dict[str, float]:
-    """Passages, disk (final and peak, bytes) and peak RAM (bytes) a build of ``paths`` will need.
+    """Passages, disk (final and peak, bytes) and peak RAM (bytes) a build of ``paths`` will need; the RAM grows
+    with the corpus until every stage holds its share of ``memory`` (the build's budget), then stays there.
 
     The passages per byte are measured by cleaning the first :data:`SAMPLE_BYTES` (decompressed) of each input,
     and its compression ratio by decompressing its first :data:`SAMPLE_BYTES`: both are the input's own."""
@@ -710,6 +749,7 @@ def estimate_resources(
     parts = ("store", *indexes)
     final = sum(DISK_PER_PASSAGE.get(p, 0) for p in parts) * passages
     ram = (RAM_BASE_MB + RAM_PER_WORKER_MB * max(1, workers)) * 2**20 + RAM_PER_PASSAGE * passages
+    ram = min(ram, default_build_memory() if memory is None else memory)
     return {
         "passages": passages,
         "disk_bytes": final,
@@ -793,7 +833,9 @@ def _check_resources(paths: Sequence[Path], out: Path, plan: _Plan) -> None:
     total = sum(p.stat().st_size for p in paths if p.is_file())
     if total < RESOURCE_CHECK_MIN_BYTES:
         return
-    est = estimate_resources(paths, plan.indexes, workers=plan.workers, passage_words=plan.passage_words)
+    est = estimate_resources(
+        paths, plan.indexes, workers=plan.workers, passage_words=plan.passage_words, memory=plan.memory
+    )
     free_disk = shutil.disk_usage(out.parent).free
     ram_total, ram_free = _memory()
     gb = 2**30
@@ -808,10 +850,14 @@ def _check_resources(paths: Sequence[Path], out: Path, plan: _Plan) -> None:
         warnings.append(f"disk: about {est['peak_disk_bytes'] / gb:.1f} GB of {free_disk / gb:.1f} GB free")
     if ram_total and est["ram_bytes"] > ram_total:
         problems.append(
-            f"memory: peak about {est['ram_bytes'] / gb:.1f} GB but the machine has {ram_total / gb:.1f} GB"
+            f"memory: peak about {est['ram_bytes'] / gb:.1f} GB but the machine has {ram_total / gb:.1f} GB "
+            "(give the build less with --memory SIZE)"
         )
     elif ram_free and est["ram_bytes"] > ram_free:
-        warnings.append(f"memory: peak about {est['ram_bytes'] / gb:.1f} GB, {ram_free / gb:.1f} GB available now")
+        warnings.append(
+            f"memory: peak about {est['ram_bytes'] / gb:.1f} GB, {ram_free / gb:.1f} GB available now "
+            "(--memory SIZE gives the build less)"
+        )
     for w in warnings:
         logger.warning("%s: %s; %s", out, head, w)
     if problems:
@@ -819,7 +865,9 @@ def _check_resources(paths: Sequence[Path], out: Path, plan: _Plan) -> None:
         if os.environ.get(SKIP_CHECK_ENV) == "1":
             logger.warning("%s (%s=1: building anyway)", message, SKIP_CHECK_ENV)
             return
-        raise BuildError(f"{message}. Free space or choose fewer --indexes ({SKIP_CHECK_ENV}=1 builds anyway)")
+        raise BuildError(
+            f"{message}. Free space, choose fewer --indexes or a smaller --memory ({SKIP_CHECK_ENV}=1 builds anyway)"
+        )
     logger.info(
         "%s: %s; estimated peak %.1f GB disk, %.1f GB RAM",
         out,

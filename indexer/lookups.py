@@ -38,6 +38,7 @@ import numpy as np
 
 from indexer import graph_lookups
 from wikiground.layout import PARAMS_FILE, append_blobs, atomic_path, atomic_write_json, map_bytes, save_npy
+from wikiground.system import duckdb_size
 
 logger = logging.getLogger(__name__)
 
@@ -90,9 +91,12 @@ class Entry:
 # -- writing ------------------------------------------------------------------------------------------------------
 
 
-def build(db_path: Path, folder: Path, build_id: str | None, *, graph: bool = True) -> dict[str, int]:
+def build(
+    db_path: Path, folder: Path, build_id: str | None, *, graph: bool = True, memory_limit: int | None = None
+) -> dict[str, int]:
     """Write the lookups of the finished store at ``db_path`` into ``folder``; returns their entry counts.
-    ``graph``: the kg channel's arrays too (built when the index has that channel)."""
+    ``graph``: the kg channel's arrays too (built when the index has that channel); ``memory_limit``: DuckDB's
+    bytes (past them it spills)."""
     import duckdb
 
     from indexer.store_writer import _sql_string
@@ -101,6 +105,8 @@ def build(db_path: Path, folder: Path, build_id: str | None, *, graph: bool = Tr
     try:
         # The window over every title and redirect may spill (whole enwiki: ~17M keys): beside the store.
         con.execute(f"SET temp_directory = {_sql_string(str(db_path) + '.tmp')}")
+        if memory_limit is not None:
+            con.execute(f"SET memory_limit = '{duckdb_size(memory_limit)}'")
         con.execute(f"ATTACH {_sql_string(str(db_path))} AS store (READ_ONLY)")
         con.execute("USE store")
         return write(con, folder, build_id, graph=graph)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -76,11 +77,17 @@ _LEAD_SQL = (
 )
 
 
-def _evidence_sql(keys: str) -> str:
-    """The evidence rows: passages with their page, by passage id (``keys`` from :func:`in_keys`)."""
-    cols = ", ".join(f"s.{c.strip()}" for c in _PASSAGE_COLS.split(","))
-    pcols = ", ".join(f"p.{c.strip()}" for c in _PAGE_COLS.split(","))
-    return f"SELECT {cols}, {pcols} FROM passages s JOIN pages p ON p.page_id = s.page_id WHERE s.passage_id IN {keys}"
+def _evidence_rows(cur: Any, keys: str, params: list) -> list[tuple]:
+    """The evidence rows: passages with their page's columns after them, by passage id (``keys`` from
+    :func:`in_keys`). Two point lookups, not a join: DuckDB builds a join's hash table over the pages side, whose
+    memory grows with the corpus, while a lookup by keys reads only the blocks that hold them."""
+    rows = cur.execute(f"SELECT {_PASSAGE_COLS} FROM passages WHERE passage_id IN {keys}", params).fetchall()
+    if not rows:
+        return []
+    page_keys, page_params = in_keys(sorted({int(r[1]) for r in rows}))
+    found = cur.execute(f"SELECT {_PAGE_COLS} FROM pages WHERE page_id IN {page_keys}", page_params).fetchall()
+    pages = {int(p[0]): p for p in found}
+    return [(*r, *pages[int(r[1])]) for r in rows if int(r[1]) in pages]
 
 
 def _sentence_ids_sql(sentences: str, keys: str) -> str:
@@ -158,6 +165,13 @@ def in_keys(ids: Sequence[int]) -> tuple[str, list]:
 STORE_MEMORY_LIMIT = "256MB"
 
 
+def _spill_folder() -> str:
+    """A folder of this process's own under the system's temporary folder (the index folder may be read-only)."""
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"wikiground-store-{os.getpid()}")
+
+
 def _tune(con: Any) -> None:
     """Index scans for key lists up to LOOKUP_KEYS_MAX, on every cursor of ``con`` (hence GLOBAL: a cursor is a
     new session of the same database instance, and ``con`` is an instance of its own)."""
@@ -185,6 +199,8 @@ def _connect(path: Path, *, expected_bytes: int | None = None):
     try:
         _tune(con)
         con.execute(f"SET GLOBAL memory_limit = '{STORE_MEMORY_LIMIT}'")
+        # A query past the limit spills here rather than failing (DuckDB makes the folder on its first spill).
+        con.execute(f"SET GLOBAL temp_directory = {_sql_string(_spill_folder())}")
         con.execute(f"ATTACH {_sql_string(str(path))} AS store (READ_ONLY)")
         names = con.execute(
             "SELECT table_name FROM duckdb_tables() WHERE database_name = 'store' AND schema_name = 'main' "
@@ -476,7 +492,7 @@ class Store:
         spans: dict[int, list[tuple[int, int]]] = {}
         for con in self._cons():
             cur = con.cursor()
-            rows.extend(cur.execute(_evidence_sql(keys), params).fetchall())
+            rows.extend(_evidence_rows(cur, keys, params))
             known = self._lookups.sentence_ids(ids) if con is self._main and self._lookups is not None else None
             if known is not None:
                 spans.update({pid: list(enumerate(sids)) for pid, sids in known.items()})

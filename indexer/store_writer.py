@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from indexer.parsed import ParsedChunk, ParsedPage, ParsedSection
 from indexer.readers import ChunkPages, RawPage, XmlChunk, parse_xml_chunk
 from wikiground.errors import BuildError, InputError
-from wikiground.system import usable_cpus
+from wikiground.system import duckdb_size, usable_cpus
 from wikiground.text import canonical_title, normalize_title, page_url
 
 if TYPE_CHECKING:
@@ -537,6 +537,7 @@ class StoreWriter:
         flush_rows: int = FLUSH_ROWS,
         flush_bytes: int = FLUSH_BYTES,
         threads: int = LOAD_THREADS,
+        memory_limit: int | None = None,
         finish_threads: int | None = None,
     ):
         import duckdb
@@ -566,6 +567,8 @@ class StoreWriter:
             # One thread: the loads run beside the worker pool, and DuckDB's extra threads only
             # fight the workers for the cores.
             self._con.execute(f"SET threads = {int(threads)}")
+            if memory_limit is not None:  # the build's share for the store: past it DuckDB spills to temp_directory
+                self._con.execute(f"SET memory_limit = '{duckdb_size(memory_limit)}'")
             self._con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
             self._con.execute(STORE_DDL)
             self._con.execute(_REDIRECT_RAW_DDL)
