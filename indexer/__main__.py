@@ -87,6 +87,12 @@ def _parser() -> argparse.ArgumentParser:
         help="memory the whole build may use, e.g. 3G (default: a sixth of this machine's RAM, 1G to 4G); DuckDB, "
         "Lucene and TF-IDF spill to the build's folder past their shares",
     )
+    build.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a build of --out that was cut off (killed, out of memory or disk) with the same inputs and "
+        "options: its finished stages are kept where their checksums still match",
+    )
     build.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     build.add_argument("--verbose", action="store_true", help="debug logging and tracebacks on errors")
     return parser
@@ -103,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options: dict = {} if args.max_page_chars is None else {"max_page_chars": args.max_page_chars}
     if args.memory is not None:
         options["memory"] = args.memory
+    if args.resume:
+        options["resume"] = True
     try:
         if args.dense_tune_queries is not None:  # a bad file fails now, not after hours of embedding
             from backends.dense import read_tune_queries
@@ -119,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             **options,
         )
     except KeyboardInterrupt:
-        print("interrupted; the partial build was removed", file=sys.stderr)
+        print("interrupted; finished stages are kept for --resume, the rest was removed", file=sys.stderr)
         return EXIT_INTERRUPTED
     except WikigroundError as exc:
         if args.verbose:

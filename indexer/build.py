@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import backends
-from indexer import lookups
+from indexer import lookups, stages
 from indexer.manifest import write_manifest
 from indexer.readers import GroupDecompressor, InputReader, RawPage, XmlChunk, decompress_group, expand_inputs
 from indexer.store_writer import (
@@ -98,6 +98,12 @@ class _Plan:
     progress: bool
     memory: int  # bytes the whole build (every process of it) may use; each stage takes its share
 
+    def fingerprint(self) -> dict[str, Any]:
+        """The options that shape the index (not how fast or in how much memory it is built)."""
+        skip = ("workers", "memory", "indexes", "index_options")  # a channel's options are checked with its stage
+        shaping = {k: v for k, v in self.parameters().items() if k not in skip}
+        return {**shaping, "graph": "kg" in self.indexes}  # the kg channel's arrays are written with the store
+
     def parameters(self) -> dict[str, Any]:
         return {
             "indexes": list(self.indexes),
@@ -122,12 +128,15 @@ def build_index(
     max_page_chars: int = DEFAULT_MAX_PAGE_CHARS,
     passage_words: int = DEFAULT_PASSAGE_WORDS,
     memory: int | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Ingest dumps / JSONL corpora into ``out`` (store + chosen indexes) and return the manifest.
 
     ``workers``: cleaner processes (default: the usable CPUs; 1 = in-process). ``memory``: bytes the build may use
     (default :func:`~wikiground.system.default_build_memory`): DuckDB, the JVM and the TF-IDF merge each get a
-    share of it and spill to the build's folder past it. On any failure the
+    share of it and spill to the build's folder past it. ``resume``: continue the build of ``out`` that was cut
+    off with the same inputs and options, keeping its finished stages (:mod:`indexer.stages`); without it, what an
+    earlier build left is removed and the build starts clean. On any failure the
     partial build is removed, an existing ``out`` is left untouched and the error is raised. ``out`` is
     replaced only when it is empty or an index folder of ours (our manifest, only our files), and never
     when an input lies inside it. Builds to one ``out`` take turns through a lock beside it.
@@ -142,18 +151,7 @@ def build_index(
     _check_resources(paths, out, plan)
     with _build_lock(out):
         _check_out(out, paths)  # again, under the lock: the first look was before any build was excluded
-        _remove_stale_temps(out)
-        tmp = Path(tempfile.mkdtemp(prefix=build_tmp_prefix(out), dir=out.parent))
-        try:
-            manifest = _build_into(tmp, out, paths, plan, started)
-            _publish(tmp, out)
-            if "dense" in plan.indexes and "shards_dir" not in plan.index_options.get("dense", {}):
-                shutil.rmtree(_dense_shards_dir(out), ignore_errors=True)
-        except BaseException as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if isinstance(exc, (WikigroundError, KeyboardInterrupt, SystemExit)) or not isinstance(exc, Exception):
-                raise
-            raise BuildError(f"building {out} failed: {type(exc).__name__}: {exc}{_hint(exc)}") from exc
+        manifest = _build_locked(out, paths, plan, started, resume)
     counts = manifest["counts"]
     logger.info(
         "built %s: %d pages, %d redirects, %d passages in %.1fs",
@@ -163,6 +161,41 @@ def build_index(
         counts["passages"],
         manifest["build"]["seconds"],
     )
+    return manifest
+
+
+def _build_locked(out: Path, paths: list[Path], plan: _Plan, started: float, resume: bool) -> dict[str, Any]:
+    """The build under its lock: in a temporary folder beside ``out`` (the one a cut-off build left, with
+    ``resume``), swapped into place when whole. A build that fails after a finished stage keeps its folder for
+    ``--resume``."""
+    print_ = stages.fingerprint(paths, plan.fingerprint(), __version__)
+    journal = stages.StageJournal.find(out, print_) if resume else None
+    _remove_stale_temps(out, keep=journal.folder if journal else None)
+    if journal is None:
+        if resume:
+            logger.warning("--resume: no cut-off build of %s with these inputs and options; starting clean", out)
+        tmp = Path(tempfile.mkdtemp(prefix=build_tmp_prefix(out), dir=out.parent))
+        journal = stages.StageJournal.new(tmp, print_, uuid.uuid4().hex, started)
+    else:
+        logger.warning("resuming the build of %s in %s (finished: %s)", out, journal.folder, journal.finished)
+    try:
+        manifest = _build_into(journal.folder, out, paths, plan, journal)
+        (journal.folder / stages.JOURNAL_FILE).unlink()
+        _publish(journal.folder, out)
+        if "dense" in plan.indexes and "shards_dir" not in plan.index_options.get("dense", {}):
+            shutil.rmtree(_dense_shards_dir(out), ignore_errors=True)
+    except BaseException as exc:
+        if journal.finished and (journal.folder / stages.JOURNAL_FILE).is_file():
+            logger.warning(
+                "%s keeps the finished stages (%s): rerun with --resume to continue",
+                journal.folder,
+                ", ".join(journal.finished),
+            )
+        else:
+            shutil.rmtree(journal.folder, ignore_errors=True)
+        if isinstance(exc, (WikigroundError, KeyboardInterrupt, SystemExit)) or not isinstance(exc, Exception):
+            raise
+        raise BuildError(f"building {out} failed: {type(exc).__name__}: {exc}{_hint(exc)}") from exc
     return manifest
 
 
@@ -206,27 +239,18 @@ def _plan(
     )
 
 
-def _build_into(tmp: Path, out: Path, paths: list[Path], plan: _Plan, started: float) -> dict[str, Any]:
-    """Everything of the new index inside ``tmp``: the store, its build id, the channels, the manifest (last)."""
-    build_id = uuid.uuid4().hex
-    ingest = _ingest(
-        paths,
-        tmp / STORE_FILE,
-        namespaces=plan.namespaces,
-        workers=plan.workers,
-        progress=plan.progress,
-        max_page_chars=plan.max_page_chars,
-        passage_words=plan.passage_words,
-        build_info=(build_id, _iso(started)),
-        graph="kg" in plan.indexes,
-        memory=plan.memory,
-    )
-    ingest_seconds = time.time() - started
-    built = _build_channels(tmp, out, plan, build_id)
+def _build_into(tmp: Path, out: Path, paths: list[Path], plan: _Plan, journal: stages.StageJournal) -> dict[str, Any]:
+    """Everything of the new index inside ``tmp``: the store, its build id, the channels, the manifest (last);
+    each stage recorded in ``journal`` as it finishes, and taken from it when it finished before."""
+    build_id, started = journal.build_id, journal.started
+    ingest = journal.done("ingest")
+    if ingest is None:
+        ingest = _ingest_stage(tmp, paths, plan, build_id, started)
+        journal.finish("ingest", ingest, (STORE_FILE, LOOKUPS_DIR))
+    built = _build_channels(tmp, out, plan, journal)
     finished = time.time()
-    readers = ingest.pop("readers")
-    sites = [r.stats.siteinfo for r in readers if r.stats.siteinfo]
-    stamps = [r.stats.newest_rev_timestamp for r in readers if r.stats.newest_rev_timestamp]
+    ingest = dict(ingest)
+    ingest_seconds, inputs, sites, stamps = (ingest.pop(k) for k in ("seconds", "inputs", "siteinfo", "stamps"))
     manifest = {
         "schema_version": _schema_version(),
         "tool": "wikiground",
@@ -234,7 +258,7 @@ def _build_into(tmp: Path, out: Path, paths: list[Path], plan: _Plan, started: f
         "build_id": build_id,
         "store": STORE_FILE,
         "store_bytes": (tmp / STORE_FILE).stat().st_size,
-        "inputs": [r.stats.to_dict() for r in readers],
+        "inputs": inputs,
         "siteinfo": sites[0] if sites else {},
         "newest_rev_timestamp": max(stamps) if stamps else None,
         **ingest,
@@ -251,10 +275,43 @@ def _build_into(tmp: Path, out: Path, paths: list[Path], plan: _Plan, started: f
     return manifest
 
 
-def _build_channels(tmp: Path, out: Path, plan: _Plan, build_id: str) -> dict[str, Any]:
-    """Each chosen channel built from the store, its params.json stamped with the build id and its files' sizes."""
+def _ingest_stage(tmp: Path, paths: list[Path], plan: _Plan, build_id: str, started: float) -> dict[str, Any]:
+    """The store and its lookups; the result as the stage journal keeps it (plain JSON)."""
+    t0 = time.time()
+    ingest = _ingest(
+        paths,
+        tmp / STORE_FILE,
+        namespaces=plan.namespaces,
+        workers=plan.workers,
+        progress=plan.progress,
+        max_page_chars=plan.max_page_chars,
+        passage_words=plan.passage_words,
+        build_info=(build_id, _iso(started)),
+        graph="kg" in plan.indexes,
+        memory=plan.memory,
+    )
+    readers = ingest.pop("readers")
+    return _jsonable(
+        {
+            **ingest,
+            "seconds": time.time() - t0,
+            "inputs": [r.stats.to_dict() for r in readers],
+            "siteinfo": [r.stats.siteinfo for r in readers if r.stats.siteinfo],
+            "stamps": [r.stats.newest_rev_timestamp for r in readers if r.stats.newest_rev_timestamp],
+        }
+    )
+
+
+def _build_channels(tmp: Path, out: Path, plan: _Plan, journal: stages.StageJournal) -> dict[str, Any]:
+    """Each chosen channel built from the store, its params.json stamped with the build id and its files' sizes;
+    a channel the journal has from before is kept."""
     built: dict[str, Any] = {}
     for name in plan.indexes:
+        asked = plan.index_options.get(name, {})
+        kept = journal.done(name, asked) if name in BUILT_CHANNELS else None
+        if kept is not None:
+            built[name] = kept
+            continue
         if name not in BUILT_CHANNELS:  # served from the store's tables, always built: listed, no folder
             built[name] = {"type": name, "params": {"uses": "the store's triples table"}}
             continue
@@ -265,7 +322,8 @@ def _build_channels(tmp: Path, out: Path, plan: _Plan, build_id: str) -> dict[st
             opts.setdefault("shards_dir", _dense_shards_dir(out))
             opts["scope"] = _dense_scope(tmp / STORE_FILE, out, opts.get("scope", "auto"))
         built[name] = _build_one(name, tmp, progress=plan.progress, options=opts, memory=plan.memory)
-        _stamp_channel(tmp / name, build_id)
+        _stamp_channel(tmp / name, journal.build_id)
+        journal.finish(name, built[name], (name,), options=asked)
     return built
 
 
@@ -360,13 +418,14 @@ def _is_file_at(fd: int, path: Path) -> bool:
         return False
 
 
-def _remove_stale_temps(out: Path) -> None:
-    """Temporary folders of earlier builds of ``out`` that died (kill -9, power loss); called under the build lock,
-    so no live build owns them. An ``.old-`` folder is removed only while ``out`` exists: without ``out`` it is
-    the last copy of the previous index (a swap cut off between its two renames)."""
+def _remove_stale_temps(out: Path, keep: Path | None = None) -> None:
+    """Temporary folders of earlier builds of ``out`` that died (kill -9, power loss) or failed, but ``keep`` (the
+    one a resumed build continues); called under the build lock, so no live build owns them. An ``.old-`` folder is
+    removed only while ``out`` exists: without ``out`` it is the last copy of the previous index (a swap cut off
+    between its two renames)."""
     tmp, old = build_tmp_prefix(out), old_prefix(out)
     for entry in out.parent.iterdir():
-        if not entry.name.startswith((tmp, old)) or not entry.is_dir() or entry.is_symlink():
+        if not entry.name.startswith((tmp, old)) or not entry.is_dir() or entry.is_symlink() or entry == keep:
             continue
         if entry.name.startswith(old) and not out.exists():
             logger.warning("%s holds the previous index of %s (a swap was cut off): kept", entry, out)
