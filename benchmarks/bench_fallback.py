@@ -112,10 +112,11 @@ def make_fallback(
     """The fallback the benchmark measures: the retriever's own wiring (scorer from the local index)."""
     from fallback.client import WikiApi
     from fallback.live import LiveFallback
+    from fallback.settings import FallbackSettings
     from retriever.api import default_live_planner, default_live_scorer
     from tests.support.clock import FakeClock
 
-    api = WikiApi(api_url=api_url, contact=CONTACT, cache_dir=cache, rate=1000, clock=FakeClock())
+    api = WikiApi(FallbackSettings(api_url=api_url, contact=CONTACT, cache_dir=cache, rate=1000), clock=FakeClock())
     fn, default_threshold = default_live_scorer(retriever, scorer)
     opts = {} if search_top_m is None else {"search_top_m": search_top_m}
     return LiveFallback(

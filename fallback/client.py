@@ -7,6 +7,7 @@ and capped exponential backoff. Answers that are HTTP 200 with an ``error`` body
 at all, are errors. Bounds: a deadline per claim (or per call) that every socket read, token
 wait and retry sleep ends by; a size cap on each decoded body; a circuit breaker after
 consecutive transport failures; redirects never followed, and page URLs kept only when http(s).
+Every option comes in one checked ``FallbackSettings``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpcore
 import httpx
@@ -30,25 +30,8 @@ import httpx
 from fallback.cache import ResponseCache, request_key
 from fallback.clock import Clock, SystemClock, TokenBucket
 from fallback.responses import html_to_text, merge_query, resolve_titles, web_url
-from fallback.settings import (
-    DEFAULT_API_URL,
-    DEFAULT_BACKOFF_CAP,
-    DEFAULT_BREAKER_COOLDOWN,
-    DEFAULT_BREAKER_FAILURES,
-    DEFAULT_LIVE_DEADLINE,
-    DEFAULT_MAX_CONTINUE,
-    DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_MAX_RETRY_AFTER,
-    DEFAULT_MAX_TRIES,
-    DEFAULT_MAX_WAIT,
-    DEFAULT_MAXLAG,
-    DEFAULT_RATE,
-    DEFAULT_TIMEOUT,
-    MIN_RATE,
-    MIN_RETRY_WAIT,
-    CacheMode,
-    check_number,
-)
+from fallback.settings import DEFAULT_API_URL, MIN_RETRY_WAIT, CacheMode, FallbackSettings
+from fallback.settings import ReplayMiss as ReplayMiss  # once defined here
 from wikiground import __version__
 from wikiground.errors import (
     ApiError,
@@ -70,8 +53,6 @@ EXTRACTS_PER_QUERY = 20  # prop=extracts with exintro serves at most 20 pages pe
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 PUSHBACK_CODES = frozenset({"maxlag", "ratelimited", "readonly"})
 _CORE_PARAMS = frozenset({"action", "format", "formatversion", "maxlag"})
-
-ReplayMiss = Literal["error", "skip"]
 
 
 def user_agent(contact: str | None) -> str:
@@ -263,21 +244,6 @@ def _decoder(encoding: str) -> Any:
     raise ApiError(f"unsupported Content-Encoding {encoding[:40]!r} (only gzip was accepted)", code="badencoding")
 
 
-def _check_options(options: Mapping[str, Any]) -> None:
-    """WikiApi's options (its ``locals()``), checked by name: the modes, then every number finite and positive."""
-    if options["cache_mode"] not in ("record", "replay", "off"):
-        raise ConfigError(f"cache mode must be record, replay or off, not {options['cache_mode']!r}")
-    if options["replay_miss"] not in ("error", "skip"):
-        raise ConfigError(f"replay_miss must be 'error' or 'skip', not {options['replay_miss']!r}")
-    if options["cache_mode"] == "replay" and options["cache_dir"] is None:
-        raise ConfigError("cache mode 'replay' needs a cache directory")
-    check_number("rate (requests/s)", options["rate"], minimum=MIN_RATE)
-    for name in ("timeout", "live_deadline", "max_retry_after", "breaker_cooldown", "backoff_cap", "max_wait"):
-        check_number(name, options[name])
-    for name in ("max_tries", "breaker_failures", "max_response_bytes"):
-        check_number(name, options[name], minimum=1, integer=True)
-
-
 def _endpoint(api_url: str | None, cache_mode: str, cache: ResponseCache | None) -> str:
     """The API to ask: the one given; else, in replay, the only one the cache holds answers from; else Wikipedia's."""
     if api_url is not None:
@@ -298,57 +264,39 @@ def _endpoint(api_url: str | None, cache_mode: str, cache: ResponseCache | None)
 class WikiApi:
     """A MediaWiki site's Action API (English Wikipedia by default).
 
-    Every network call runs under a deadline (the caller's ``deadline_scope``, else ``live_deadline`` for the
-    call): socket reads, token waits and retry sleeps all end by it. ``breaker_failures`` consecutive transport
-    failures turn the network off for ``breaker_cooldown`` seconds (CircuitOpenError); cache hits still answer.
+    Options come from ``settings``. Every network call runs under a deadline (the caller's ``deadline_scope``, else
+    ``live_deadline`` for the call): socket reads, token waits and retry sleeps all end by it. ``breaker_failures``
+    consecutive transport failures turn the network off for ``breaker_cooldown`` seconds (CircuitOpenError); cache
+    hits still answer.
     """
 
     def __init__(
         self,
+        settings: FallbackSettings,
         *,
-        api_url: str | None = None,
-        contact: str | None = None,
         http_client: httpx.Client | None = None,
-        cache_dir: Path | None = None,
-        cache_mode: CacheMode = "record",
-        replay_miss: ReplayMiss = "error",
-        rate: float = DEFAULT_RATE,
-        timeout: float = DEFAULT_TIMEOUT,
         clock: Clock | None = None,
-        max_tries: int = DEFAULT_MAX_TRIES,
-        max_continue: int = DEFAULT_MAX_CONTINUE,
-        maxlag: int | None = DEFAULT_MAXLAG,
-        backoff_base: float = 1.0,
-        backoff_cap: float = DEFAULT_BACKOFF_CAP,
-        max_wait: float = DEFAULT_MAX_WAIT,
-        live_deadline: float = DEFAULT_LIVE_DEADLINE,
-        max_retry_after: float = DEFAULT_MAX_RETRY_AFTER,
-        breaker_failures: int = DEFAULT_BREAKER_FAILURES,
-        breaker_cooldown: float = DEFAULT_BREAKER_COOLDOWN,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ):
-        _check_options(locals())
-        self.cache = ResponseCache(cache_dir) if cache_dir is not None and cache_mode != "off" else None
-        api_url = _endpoint(api_url, cache_mode, self.cache)
+        """``settings`` were checked as they were made; ``http_client`` and ``clock`` replace the network and the
+        time (tests, proxies)."""
+        if not isinstance(settings, FallbackSettings):
+            raise TypeError(f"WikiApi takes a FallbackSettings, not {type(settings).__name__}")
+        self.settings = settings
+        cache_dir = settings.cache_dir if self.cache_mode != "off" else None
+        self.cache = ResponseCache(cache_dir) if cache_dir is not None else None
+        api_url = _endpoint(settings.api_url, self.cache_mode, self.cache)
         self.url = httpx.URL(api_url)
         if self.url.scheme not in ("http", "https") or not self.url.host:
             raise ConfigError(f"API URL must be an absolute http(s) URL, not {api_url!r}")
         self.api_url = str(self.url)
-        self.cache_mode: CacheMode = cache_mode
         # Replay never touches the network, so it is the one mode that runs without a contact.
         self.user_agent = (
-            user_agent(contact)
-            if cache_mode != "replay" or contact
+            user_agent(settings.contact)
+            if self.cache_mode != "replay" or settings.contact
             else f"wikiground/{__version__} (replay) httpx/{httpx.__version__}"
         )
-        self.replay_miss = replay_miss
-        self.timeout, self.live_deadline, self.max_retry_after = timeout, live_deadline, max_retry_after
-        self.max_response_bytes = max_response_bytes
-        self.breaker_failures, self.breaker_cooldown = breaker_failures, breaker_cooldown
         self.clock = clock or SystemClock()
-        self.bucket = TokenBucket(rate, clock=self.clock)
-        self.max_tries, self.max_continue, self.maxlag = max_tries, max_continue, maxlag
-        self.backoff_base, self.backoff_cap, self.max_wait = backoff_base, backoff_cap, max_wait
+        self.bucket = TokenBucket(settings.rate, clock=self.clock)
         self._own_client = http_client is None
         self._http = http_client
         self._lock = threading.Lock()  # requests strictly in series, even across threads
@@ -365,6 +313,10 @@ class WikiApi:
     # -- plumbing -------------------------------------------------------------------------------
 
     @property
+    def cache_mode(self) -> CacheMode:
+        return self.settings.cache_mode
+
+    @property
     def http(self) -> httpx.Client:
         if self._http is None:
             if self.cache_mode == "replay":
@@ -373,7 +325,7 @@ class WikiApi:
             pool = getattr(transport, "_pool", None)
             if hasattr(pool, "_network_backend"):  # httpx has no public hook for the socket backend
                 pool._network_backend = _DeadlineBackend(self._time_left)  # type: ignore[union-attr]
-            self._http = httpx.Client(transport=transport, follow_redirects=False, timeout=self.timeout)
+            self._http = httpx.Client(transport=transport, follow_redirects=False, timeout=self.settings.timeout)
         return self._http
 
     def close(self) -> None:
@@ -394,7 +346,7 @@ class WikiApi:
         if getattr(self._local, "deadline", None) is not None:
             yield
             return
-        budget = self.live_deadline if seconds is None else seconds
+        budget = self.settings.live_deadline if seconds is None else seconds
         self._local.deadline, self._local.budget = self.clock.monotonic() + budget, budget
         try:
             yield
@@ -431,8 +383,8 @@ class WikiApi:
         """One logical API request: from the cache when there, else from the network (then cached)."""
         full = {k: str(v) for k, v in params.items()}
         full.update(format="json", formatversion="2")
-        if self.maxlag is not None:
-            full["maxlag"] = str(self.maxlag)
+        if self.settings.maxlag is not None:
+            full["maxlag"] = str(self.settings.maxlag)
         key = request_key(self.api_url, full)
         if self.cache is not None:
             entry = self.cache.get(key)
@@ -451,7 +403,7 @@ class WikiApi:
     def _replay_miss(self, key: str, full: Mapping[str, str]) -> ApiResponse:
         self._count("cache_misses")
         described = "&".join(f"{k}={v}" for k, v in sorted(full.items()) if k not in ("format", "formatversion"))
-        if self.replay_miss == "error":
+        if self.settings.replay_miss == "error":
             # "is not None": an empty cache is falsy (it has a length), and its folder is the useful part.
             where = f" {self.cache.root}" if self.cache is not None else " (no --cache folder given)"
             path = self.cache.path_for(key) if self.cache is not None else None
@@ -461,8 +413,8 @@ class WikiApi:
         return ApiResponse(None, None)
 
     def _backoff(self, attempt: int, floor: float = 0.0) -> float:
-        base = max(self.backoff_base, floor)
-        return min(max(self.backoff_cap, floor), base * 2 ** (attempt - 1))
+        base = max(self.settings.backoff_base, floor)
+        return min(max(self.settings.backoff_cap, floor), base * 2 ** (attempt - 1))
 
     @contextmanager
     def _serial(self) -> Iterator[None]:
@@ -479,13 +431,13 @@ class WikiApi:
         headers = {"User-Agent": self.user_agent, "Accept-Encoding": "gzip", "Accept": "application/json"}
         with self._serial():
             failure: Exception | None = None
-            for attempt in range(1, self.max_tries + 1):
+            for attempt in range(1, self.settings.max_tries + 1):
                 self._admit()
                 self.bucket.acquire(limit=self._time_left())
                 left = self._time_left()
                 if left is not None and left <= 0:
                     raise self._deadline_error("before the request" + (f" ({failure})" if failure else ""))
-                timeout = self.timeout if left is None else min(self.timeout, left)
+                timeout = self.settings.timeout if left is None else min(self.settings.timeout, left)
                 request = self.http.build_request("GET", self.url, params=params, headers=headers, timeout=timeout)
                 self._check_host(request.url)
                 self._count("requests")
@@ -493,13 +445,13 @@ class WikiApi:
                 if not isinstance(first, Exception):
                     return first, second
                 failure, wait = first, second
-                if attempt == self.max_tries:
+                if attempt == self.settings.max_tries:
                     raise RetryExhaustedError(
-                        f"{self.max_tries} tries failed for {self.url.host}: {failure}"
+                        f"{self.settings.max_tries} tries failed for {self.url.host}: {failure}"
                     ) from failure
-                if wait > self.max_wait:
+                if wait > self.settings.max_wait:
                     raise RetryExhaustedError(
-                        f"server asks to wait {wait:.0f}s (> {self.max_wait:.0f}s): {failure}"
+                        f"server asks to wait {wait:.0f}s (> {self.settings.max_wait:.0f}s): {failure}"
                     ) from failure
                 self._pause(wait, failure, attempt)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -511,7 +463,9 @@ class WikiApi:
             raise DeadlineExceededError(
                 f"a retry in {wait:.1f}s would pass the live deadline ({max(0.0, left):.1f}s left): {failure}"
             ) from failure
-        log.warning("MediaWiki request failed (%s); retry %d/%d in %.1fs", failure, attempt, self.max_tries - 1, wait)
+        log.warning(
+            "MediaWiki request failed (%s); retry %d/%d in %.1fs", failure, attempt, self.settings.max_tries - 1, wait
+        )
         self.clock.sleep(wait)
 
     def _attempt(self, request: httpx.Request, attempt: int) -> tuple[Any, Any]:
@@ -550,13 +504,13 @@ class WikiApi:
             err = TransportError(f"{type(exc).__name__}: {exc}")
         err.__cause__ = exc
         self._failures += 1
-        if self._failures >= self.breaker_failures:
-            self._open_until = self.clock.monotonic() + self.breaker_cooldown
+        if self._failures >= self.settings.breaker_failures:
+            self._open_until = self.clock.monotonic() + self.settings.breaker_cooldown
             self.breaker_trips += 1
             log.warning(
                 "live fallback off for %.0fs after %d consecutive transport failures with %s (last: %s); "
                 "claims keep their local evidence",
-                self.breaker_cooldown,
+                self.settings.breaker_cooldown,
                 self._failures,
                 self.url.host,
                 err,
@@ -582,7 +536,7 @@ class WikiApi:
     def _read_body(self, response: httpx.Response) -> bytes:
         """The body, streamed: decompressed here so its decoded size is counted as it grows (a gzip bomb stops at
         the cap, not in memory), and the deadline checked between chunks."""
-        cap = self.max_response_bytes
+        cap = self.settings.max_response_bytes
         declared = response.headers.get("content-length", "").strip()
         if declared.isdigit() and int(declared) > cap:
             raise ResponseTooLargeError(f"{self.url.host} announces {int(declared)} bytes, over the cap of {cap}")
@@ -611,11 +565,14 @@ class WikiApi:
 
     def _pushback_wait(self, response: httpx.Response, attempt: int) -> float:
         asked = _retry_after(response)
-        if asked > self.max_retry_after:
+        if asked > self.settings.max_retry_after:
             log.warning(
-                "%s asks to wait %.0fs (Retry-After); capped to %.0fs", self.url.host, asked, self.max_retry_after
+                "%s asks to wait %.0fs (Retry-After); capped to %.0fs",
+                self.url.host,
+                asked,
+                self.settings.max_retry_after,
             )
-            asked = self.max_retry_after
+            asked = self.settings.max_retry_after
         return max(asked, self._backoff(attempt, MIN_RETRY_WAIT))
 
     def _judge(
@@ -651,7 +608,7 @@ class WikiApi:
 
     def call_all(self, params: Mapping[str, Any], *, max_continue: int | None = None) -> list[ApiResponse]:
         """A request and its ``continue`` chain, up to ``max_continue`` follow-ups."""
-        limit = self.max_continue if max_continue is None else max_continue
+        limit = self.settings.max_continue if max_continue is None else max_continue
         out: list[ApiResponse] = []
         cont: dict[str, str] = {}
         for _ in range(limit + 1):

@@ -19,7 +19,6 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -705,53 +704,19 @@ class _Run:
 
 
 def open_fallback(
-    settings: FallbackSettings | None = None,
+    settings: FallbackSettings,
     *,
     http_client: httpx.Client | None = None,
-    api_url: str | None = None,
-    contact: str | None = None,
-    cache_dir: Path | str | None = None,
-    cache_mode: str | None = None,
-    rate: float | None = None,
-    timeout: float | None = None,
-    replay_miss: str = "error",
     clock: Clock | None = None,
     scorer: RelevanceScorer | None = None,
     planner: QueryPlanner | None = None,
     max_attempts: int = MAX_ATTEMPTS,
     search_top_m: int = DEFAULT_SEARCH_TOP_M,
     min_relevance: float = DEFAULT_MIN_RELEVANCE,
-    env: dict[str, str] | None = None,
 ) -> LiveFallback:
-    """A ready LiveFallback from ``settings`` (default: ``WIKIGROUND_*`` env vars), the keyword options overriding."""
-    overrides = {
-        "api_url": api_url,
-        "contact": contact,
-        "cache_dir": cache_dir,
-        "cache_mode": cache_mode,
-        "rate": rate,
-        "timeout": timeout,
-    }
-    if settings is None:
-        settings = FallbackSettings.from_env(env, **overrides)
-    elif any(v is not None for v in overrides.values()):
-        settings = settings.with_(**{k: v for k, v in overrides.items() if v is not None})
-    api = WikiApi(
-        api_url=settings.api_url,
-        contact=settings.contact,
-        http_client=http_client,
-        cache_dir=settings.cache_dir,
-        cache_mode=settings.cache_mode,
-        replay_miss=replay_miss,  # type: ignore[arg-type]
-        rate=settings.rate,
-        timeout=settings.timeout,
-        clock=clock,
-        live_deadline=settings.live_deadline,
-        max_retry_after=settings.max_retry_after,
-        breaker_failures=settings.breaker_failures,
-        breaker_cooldown=settings.breaker_cooldown,
-        max_response_bytes=settings.max_response_bytes,
-    )
+    """A ready LiveFallback on ``settings`` (``FallbackSettings.from_env()`` reads ``WIKIGROUND_*`` variables; an
+    override is ``dataclasses.replace(settings, ...)``). ``http_client`` and ``clock`` replace the network and time."""
+    api = WikiApi(settings, http_client=http_client, clock=clock)
     return LiveFallback(
         api,
         scorer=scorer,

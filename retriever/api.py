@@ -538,7 +538,7 @@ def _open_store(d: Path, channels: str | Sequence[str] | None) -> tuple[Store, t
     return store, wanted
 
 
-def _open_live(retriever: Retriever, settings: FallbackSettings | None, http_client: Any | None) -> Any:
+def _open_live(retriever: Retriever, settings: FallbackSettings, http_client: Any | None) -> Any:
     from fallback.live import open_fallback
 
     scorer, threshold = default_live_scorer(retriever)

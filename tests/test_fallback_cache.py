@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -11,6 +12,7 @@ from fallback.cache import ResponseCache, request_key
 from fallback.client import WikiApi
 from fallback.delta import LIVE_PASSAGE_ID_BASE, write_live_pages
 from fallback.live import STATUS_FAILED, LiveFallback, open_fallback
+from fallback.settings import FallbackSettings
 from indexer.store import open_delta
 from tests.support.clock import FakeClock
 from tests.support.fakewiki import FakeWiki, pages_from_vital
@@ -57,13 +59,8 @@ def test_replay_with_network_off_is_identical(corpus, tmp_path):
     cache = tmp_path / "cache"
     with FakeWiki(corpus) as wiki:
         recorded_fb = open_fallback(
-            api_url=wiki.api_url,
-            contact=CONTACT,
-            cache_dir=cache,
-            cache_mode="record",
-            rate=1000,
+            FallbackSettings(api_url=wiki.api_url, contact=CONTACT, cache_dir=cache, cache_mode="record", rate=1000),
             clock=FakeClock(),
-            env={},
         )
         recorded = run_all(recorded_fb)
         api_url = wiki.api_url
@@ -71,13 +68,9 @@ def test_replay_with_network_off_is_identical(corpus, tmp_path):
     assert sent > 0 and recorded_fb.api.requests == sent
     # Server stopped, a transport that fails on any use, a clock at another time, and no contact.
     replay_fb = open_fallback(
-        api_url=api_url,
-        contact=None,
-        cache_dir=cache,
-        cache_mode="replay",
+        FallbackSettings(api_url=api_url, contact=None, cache_dir=cache, cache_mode="replay"),
         http_client=httpx.Client(transport=NoNetwork()),
         clock=FakeClock(start=99_999.0),
-        env={},
     )
     replayed = run_all(replay_fb)
     assert json.dumps(replayed, sort_keys=True) == json.dumps(recorded, sort_keys=True)
@@ -88,7 +81,7 @@ def test_replay_with_network_off_is_identical(corpus, tmp_path):
 def test_record_mode_second_run_is_served_from_cache(corpus, tmp_path):
     with FakeWiki(corpus) as wiki:
         fb = open_fallback(
-            api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, clock=FakeClock(), env={}
+            FallbackSettings(api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000), clock=FakeClock()
         )
         first = fb.retrieve(*CLAIMS[0])
         second = fb.retrieve(*CLAIMS[0])
@@ -99,22 +92,17 @@ def test_record_mode_second_run_is_served_from_cache(corpus, tmp_path):
 
 def test_replay_miss_error_or_explicit(corpus, tmp_path):
     strict = open_fallback(
-        api_url="http://127.0.0.1:9/w/api.php",
-        cache_dir=tmp_path,
-        cache_mode="replay",
+        FallbackSettings(api_url="http://127.0.0.1:9/w/api.php", cache_dir=tmp_path, cache_mode="replay"),
         http_client=httpx.Client(transport=NoNetwork()),
-        env={},
     )
     with pytest.raises(CacheMissError, match="not in the cache") as info:
         strict.retrieve(*CLAIMS[0])
     assert f"cache {tmp_path}: " in str(info.value)  # names the folder, empty as it is
     lenient = open_fallback(
-        api_url="http://127.0.0.1:9/w/api.php",
-        cache_dir=tmp_path,
-        cache_mode="replay",
-        replay_miss="skip",
+        FallbackSettings(
+            api_url="http://127.0.0.1:9/w/api.php", cache_dir=tmp_path, cache_mode="replay", replay_miss="skip"
+        ),
         http_client=httpx.Client(transport=NoNetwork()),
-        env={},
     )
     result = lenient.retrieve(*CLAIMS[0])
     assert result.status == STATUS_FAILED and result.cache_misses > 0 and result.requests == 0
@@ -123,7 +111,8 @@ def test_replay_miss_error_or_explicit(corpus, tmp_path):
 def test_errors_are_never_cached(corpus, tmp_path):
     with FakeWiki(corpus) as wiki:
         api = WikiApi(
-            api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, clock=FakeClock(), max_tries=2
+            FallbackSettings(api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, max_tries=2),
+            clock=FakeClock(),
         )
         wiki.add_fault("error")
         with pytest.raises(ApiError):
@@ -155,7 +144,7 @@ def test_key_ignores_volatile_params_only():
 def test_delta_store_ingest_is_idempotent(corpus, tmp_path):
     with FakeWiki(corpus) as wiki:
         fb = open_fallback(
-            api_url=wiki.api_url, contact=CONTACT, cache_mode="off", rate=1000, clock=FakeClock(), env={}
+            FallbackSettings(api_url=wiki.api_url, contact=CONTACT, cache_mode="off", rate=1000), clock=FakeClock()
         )
         result = fb.retrieve(*CLAIMS[0])
     assert result.pages
@@ -199,7 +188,9 @@ def test_delta_store_replaces_a_page_on_a_new_revision(tmp_path):
 
 
 def _record_one(wiki: FakeWiki, cache) -> WikiApi:
-    api = WikiApi(api_url=wiki.api_url, contact=CONTACT, cache_dir=cache, rate=1000, clock=FakeClock())
+    api = WikiApi(
+        FallbackSettings(api_url=wiki.api_url, contact=CONTACT, cache_dir=cache, rate=1000), clock=FakeClock()
+    )
     assert api.intros(["Aristotle"])["Aristotle"].extract
     return api
 
@@ -219,7 +210,8 @@ def test_an_unusable_entry_is_a_miss_refetched_in_record_mode(corpus, tmp_path, 
         api_url = wiki.api_url
     entry.write_bytes(damage)
     replay = WikiApi(
-        api_url=api_url, cache_dir=tmp_path, cache_mode="replay", http_client=httpx.Client(transport=NoNetwork())
+        FallbackSettings(api_url=api_url, cache_dir=tmp_path, cache_mode="replay"),
+        http_client=httpx.Client(transport=NoNetwork()),
     )
     with pytest.raises(CacheMissError, match="unusable"):
         replay.intros(["Aristotle"])
@@ -245,9 +237,10 @@ def test_a_lone_surrogate_in_an_answer_is_cached_and_read_back(tmp_path):
     """Valid JSON may escape a lone surrogate ("\\ud800"): such an answer is still cached, and read back the same."""
     raw = b'{"batchcomplete": true, "query": {"pages": [{"pageid": 7, "ns": 0, "title": "X\\ud800", "lastrevid": 3}]}}'
     mock = httpx.MockTransport(lambda request: httpx.Response(200, content=raw))
-    kw = {"api_url": "https://wiki.test/w/api.php", "cache_dir": tmp_path, "clock": FakeClock(), "rate": 1000}
-    first = WikiApi(contact=CONTACT, http_client=httpx.Client(transport=mock), **kw).call({"action": "query"})
-    again = WikiApi(cache_mode="replay", http_client=httpx.Client(transport=NoNetwork()), **kw).call(
+    record = FallbackSettings(api_url="https://wiki.test/w/api.php", contact=CONTACT, cache_dir=tmp_path, rate=1000)
+    first = WikiApi(record, clock=FakeClock(), http_client=httpx.Client(transport=mock)).call({"action": "query"})
+    replay = replace(record, contact=None, cache_mode="replay")
+    again = WikiApi(replay, clock=FakeClock(), http_client=httpx.Client(transport=NoNetwork())).call(
         {"action": "query"}
     )
     assert again.from_cache and again.body == first.body
@@ -257,12 +250,12 @@ def test_a_lone_surrogate_in_an_answer_is_cached_and_read_back(tmp_path):
 def test_replay_without_api_url_uses_the_one_host_the_cache_holds(corpus, tmp_path):
     with FakeWiki(corpus) as wiki:
         fb = open_fallback(
-            api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, clock=FakeClock(), env={}
+            FallbackSettings(api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000), clock=FakeClock()
         )
         recorded = run_all(fb)
         api_url = wiki.api_url
     replay = open_fallback(
-        cache_dir=tmp_path, cache_mode="replay", http_client=httpx.Client(transport=NoNetwork()), env={}
+        FallbackSettings(cache_dir=tmp_path, cache_mode="replay"), http_client=httpx.Client(transport=NoNetwork())
     )
     assert replay.api.api_url == api_url
     assert json.dumps(run_all(replay), sort_keys=True) == json.dumps(recorded, sort_keys=True)
@@ -274,7 +267,7 @@ def test_replay_without_api_url_uses_the_one_host_the_cache_holds(corpus, tmp_pa
     other = ResponseCache(tmp_path)
     other.put(request_key("https://de.wikipedia.org/w/api.php", {"a": "b"}), status=200, fetched_at="t", body={})
     with pytest.raises(ConfigError, match="--api-url"):
-        open_fallback(cache_dir=tmp_path, cache_mode="replay", env={})
+        open_fallback(FallbackSettings(cache_dir=tmp_path, cache_mode="replay"))
     # Named, the URL is used as given.
-    named = open_fallback(api_url=api_url, cache_dir=tmp_path, cache_mode="replay", env={})
+    named = open_fallback(FallbackSettings(api_url=api_url, cache_dir=tmp_path, cache_mode="replay"))
     assert named.api.api_url == api_url

@@ -66,13 +66,15 @@ def wiki(corpus):
         yield w
 
 
-def make_api(wiki: FakeWiki, **kw) -> WikiApi:
-    kw.setdefault("clock", FakeClock())
-    kw.setdefault("rate", 1000.0)
-    kw.setdefault("timeout", 2.0)
-    kw.setdefault("cache_mode", "off")
-    kw.setdefault("live_deadline", 1000.0)  # the retry policy's fake waits, not the deadline, are under test here
-    return WikiApi(api_url=wiki.api_url, contact=CONTACT, **kw)
+def make_api(
+    wiki: FakeWiki, *, clock: FakeClock | None = None, http_client: httpx.Client | None = None, **options
+) -> WikiApi:
+    options.setdefault("rate", 1000.0)
+    options.setdefault("timeout", 2.0)
+    options.setdefault("cache_mode", "off")
+    options.setdefault("live_deadline", 1000.0)  # the retry policy's fake waits, not the deadline, are under test here
+    settings = FallbackSettings(api_url=wiki.api_url, contact=CONTACT, **options)
+    return WikiApi(settings, clock=clock or FakeClock(), http_client=http_client)
 
 
 def test_user_agent_and_common_params(wiki, corpus):
@@ -88,9 +90,9 @@ def test_user_agent_and_common_params(wiki, corpus):
 @pytest.mark.parametrize("contact", [None, "", "   "])
 def test_no_contact_refused_before_any_request(wiki, contact):
     with pytest.raises(ContactRequiredError, match="contact"):
-        WikiApi(api_url=wiki.api_url, contact=contact)
+        WikiApi(FallbackSettings(api_url=wiki.api_url, contact=contact))
     with pytest.raises(ContactRequiredError):
-        open_fallback(api_url=wiki.api_url, contact=contact, env={})
+        open_fallback(FallbackSettings(api_url=wiki.api_url, contact=contact))
     assert wiki.requests == []
 
 
@@ -136,7 +138,8 @@ def test_non_json_bodies_are_errors_and_bounded(wiki, corpus):
 
 def test_http_error_status_not_retried(wiki):
     api = WikiApi(
-        api_url=wiki.api_url.replace("/w/api.php", "/nope.php"), contact=CONTACT, clock=FakeClock(), rate=1000
+        FallbackSettings(api_url=wiki.api_url.replace("/w/api.php", "/nope.php"), contact=CONTACT, rate=1000),
+        clock=FakeClock(),
     )
     with pytest.raises(ApiError) as info:
         api.resolve(["X"])
@@ -274,10 +277,8 @@ def test_continue_cannot_rewrite_action_or_host():
         return httpx.Response(200, json={"batchcomplete": True, "query": {"pages": []}})
 
     api = WikiApi(
-        api_url="https://wiki.test/w/api.php",
-        contact=CONTACT,
+        FallbackSettings(api_url="https://wiki.test/w/api.php", contact=CONTACT, rate=1000),
         clock=FakeClock(),
-        rate=1000,
         http_client=httpx.Client(transport=httpx.MockTransport(handler)),
     )
     api.call_all({"action": "query", "titles": "X", "prop": "categories"})
@@ -369,12 +370,9 @@ def test_search_with_intros_reads_the_real_combined_answer(shared_data):
     body = json.loads(recorded.read_text(encoding="utf-8"))
     with httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json=body))) as http:
         api = WikiApi(
-            api_url="http://127.0.0.1:9/w/api.php",
-            contact=CONTACT,
+            FallbackSettings(api_url="http://127.0.0.1:9/w/api.php", contact=CONTACT, rate=1000.0, cache_mode="off"),
             http_client=http,
             clock=FakeClock(),
-            rate=1000.0,
-            cache_mode="off",
         )
         result, intros = api.search_intros("aba", limit=10)
     assert result.suggestion == "ababa"
@@ -449,15 +447,17 @@ def test_circuit_breaker_opens_after_consecutive_transport_failures(caplog, tmp_
     calls: list[httpx.Request] = []
     clock = FakeClock()
     api = WikiApi(
-        api_url="http://127.0.0.1:9/w/api.php",
-        contact=CONTACT,
+        FallbackSettings(
+            api_url="http://127.0.0.1:9/w/api.php",
+            contact=CONTACT,
+            rate=1000.0,
+            cache_mode="off",
+            live_deadline=1000.0,
+            breaker_failures=3,
+            breaker_cooldown=60.0,
+        ),
         http_client=_refusing_client(calls),
         clock=clock,
-        rate=1000.0,
-        cache_mode="off",
-        live_deadline=1000.0,
-        breaker_failures=3,
-        breaker_cooldown=60.0,
     )
     with caplog.at_level(logging.WARNING, logger="fallback.client"), pytest.raises(CircuitOpenError):
         api.resolve(["A"])
@@ -488,7 +488,9 @@ def test_page_urls_must_be_http():
     body = {"batchcomplete": True, "query": {"pages": pages}}
     with httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json=body))) as http:
         api = WikiApi(
-            api_url="https://wiki.test/w/api.php", contact=CONTACT, http_client=http, clock=FakeClock(), rate=1000.0
+            FallbackSettings(api_url="https://wiki.test/w/api.php", contact=CONTACT, rate=1000.0),
+            http_client=http,
+            clock=FakeClock(),
         )
         got = api.resolve(["A", "B", "C"])
     assert got["A"].url is None and got["C"].url is None
@@ -500,7 +502,9 @@ def test_redirects_to_other_schemes_are_refused():
         response = httpx.Response(302, headers={"Location": location})
         with httpx.Client(transport=httpx.MockTransport(lambda request, r=response: r)) as http:
             api = WikiApi(
-                api_url="https://wiki.test/w/api.php", contact=CONTACT, http_client=http, clock=FakeClock(), rate=1000.0
+                FallbackSettings(api_url="https://wiki.test/w/api.php", contact=CONTACT, rate=1000.0),
+                http_client=http,
+                clock=FakeClock(),
             )
             with pytest.raises(ForbiddenHostError):
                 api.resolve(["A"])
@@ -523,13 +527,25 @@ def test_redirects_to_other_schemes_are_refused():
         {"breaker_cooldown": float("inf")},
         {"max_response_bytes": 0},
         {"rate": "fast"},
+        {"max_tries": 0},
+        {"max_continue": -1},
+        {"max_continue": 1.5},
+        {"maxlag": 0},
+        {"backoff_base": float("nan")},
+        {"backoff_cap": 0.0},
+        {"max_wait": float("inf")},
+        {"replay_miss": "ignore"},
+        {"cache_mode": "offline"},
+        {"contact": 42},
+        {"cache_dir": 3},
     ],
 )
 def test_options_are_validated(option):
     with pytest.raises(ConfigError, match=next(iter(option)).split("_")[0]):
         FallbackSettings(**option)
-    with pytest.raises(ConfigError):
-        WikiApi(api_url="http://127.0.0.1:9/w/api.php", contact=CONTACT, **option)
+    # A change is a new object, checked as it is made: no WikiApi is ever handed unchecked settings.
+    with pytest.raises(ConfigError, match=next(iter(option)).split("_")[0]):
+        replace(FallbackSettings(api_url="http://127.0.0.1:9/w/api.php", contact=CONTACT), **option)
 
 
 def test_live_deadline_from_the_environment_and_the_flag(tmp_path, capsys):

@@ -11,6 +11,7 @@ import pytest
 from fallback.client import WikiApi
 from fallback.live import STATUS_FAILED, STATUS_FOUND, LiveFallback, chunk_text
 from fallback.relevance import FunctionScorer
+from fallback.settings import FallbackSettings
 from tests.support.clock import FakeClock
 from tests.support.fakewiki import FakePage, FakeWiki, pages_from_vital, stable_id
 
@@ -44,7 +45,9 @@ def wiki(corpus):
 
 
 def fallback(wiki, **kw) -> LiveFallback:
-    api = WikiApi(api_url=wiki.api_url, contact=CONTACT, clock=FakeClock(), rate=1000, cache_mode="off")
+    api = WikiApi(
+        FallbackSettings(api_url=wiki.api_url, contact=CONTACT, rate=1000, cache_mode="off"), clock=FakeClock()
+    )
     return LiveFallback(api, **kw)
 
 

@@ -32,8 +32,10 @@ def retriever(served):
 @pytest.fixture(scope="module")
 def wiki(api_url):
     from fallback.client import WikiApi
+    from fallback.settings import FallbackSettings
 
-    with WikiApi(api_url=api_url, contact="test@example.org", cache_mode="off", rate=1000) as api:
+    settings = FallbackSettings(api_url=api_url, contact="test@example.org", cache_mode="off", rate=1000)
+    with WikiApi(settings) as api:
         yield api
 
 

@@ -113,7 +113,7 @@ class RecordedRequest:
 
 
 class FakeWiki:
-    """``with FakeWiki(pages) as wiki: WikiApi(api_url=wiki.api_url, ...)``."""
+    """``with FakeWiki(pages) as wiki: WikiApi(FallbackSettings(api_url=wiki.api_url, ...))``."""
 
     def __init__(
         self,
