@@ -13,13 +13,11 @@ Searching: Anserini's ``SimpleSearcher`` sorts its hits by score, then by the ``
 skipping the documents that cannot reach the top k (block-max WAND), and reads each hit's stored document (its whole
 text) back. So the index is searched with a plain ``IndexSearcher`` and ranked as Anserini ranks (scores rounded to
 4 decimals, ties by id), the hit's passage id read from ``doc_passages.npy`` and its page from the passage table:
-at 1M passages, 300 FEVER claims, p50 10.1 -> 6.0 ms for 100 hits, 7.6 -> 5.5 ms for 40, the same hits. An index
-built before the table was written is searched the old way.
+the same hits, without the exhaustive sort or a stored document read per hit.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import logging
 import os
@@ -30,7 +28,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from wikiground.errors import BuildError, IndexCorruptError, IndexMissingError, QueryError, WikigroundError
+from wikiground.errors import (
+    BuildError,
+    IndexCorruptError,
+    IndexFormatError,
+    IndexMissingError,
+    QueryError,
+    WikigroundError,
+)
 from wikiground.layout import PARAMS_FILE, atomic_write_json, read_params, save_npy, swap_folder
 from wikiground.records import Hit
 from wikiground.text import clean_surrogates
@@ -40,7 +45,7 @@ log = logging.getLogger(__name__)
 NAME = "bm25"
 FORMAT_VERSION = 1
 LUCENE_DIR = "lucene"
-DOC_PASSAGES_FILE = "doc_passages.npy"  # Lucene document number -> passage id (indexes built before: doc values)
+DOC_PASSAGES_FILE = "doc_passages.npy"  # Lucene document number -> passage id
 
 DEFAULT_K1 = 0.9  # Anserini's defaults for passage collections
 DEFAULT_B = 0.4
@@ -51,9 +56,9 @@ DEFAULT_BATCH_SIZE = 5_000  # documents handed to Lucene per call
 MAX_QUERY_TERMS = 256
 MAX_QUERY_CHARS = 4_000
 TIE_MARGIN = 10  # hits fetched beyond k to break ties at the k-th place as Anserini does
-# Java compiles Lucene's search code while it runs it: in a fresh process the compiler took ~4 ms of CPU per 8
-# searches for the first ~4,000, beside the searches. A long-running process (the server) runs this many searches
-# of the index's own texts before its first query, or as many as WARM_SECONDS allow.
+# Java compiles Lucene's search code while it runs it, so a fresh process's first few thousand searches also pay
+# for the compiler. A long-running process (the server) runs this many searches of the index's own texts before its
+# first query, or as many as WARM_SECONDS allow.
 WARM_SEARCHES = 4_000
 WARM_SECONDS = 3.0
 WARM_BLOCK = 8  # searches per batch call, as a server's blocks of claims
@@ -188,8 +193,8 @@ def _write_passage_table(db_path: Path, out_dir: Path) -> None:
 
 def _write_doc_passages(lucene_dir: Path, path: Path, n: int) -> None:
     """Lucene document number -> passage id, read once from the ``id`` doc values: a search maps its hits with one
-    array lookup instead of three calls into Java a hit (7 of 18 ms for 100 hits at 10k passages, under the
-    backend's lock). ~10 s per 1M passages; Lucene numbers the documents as its threads and merges add them."""
+    array lookup instead of three calls into Java a hit, made under the backend's lock. Read after the build, as
+    Lucene numbers the documents as its threads and merges add them."""
     import numpy as np
     from jnius import autoclass
 
@@ -233,19 +238,18 @@ def _params(*, k1: float, b: float, title_boost: float, documents: int, source: 
 _WARMED = threading.Event()  # Java's compiler has seen this process's warm-up searches
 
 
-def load(index_dir: Path, *, threads: int = DEFAULT_THREADS) -> BM25Backend:
+def load(index_dir: Path) -> BM25Backend:
     """Open a built BM25 index folder; starts the JVM on first use."""
-    return BM25Backend(Path(index_dir), threads=threads)
+    return BM25Backend(Path(index_dir))
 
 
 class BM25Backend:
-    """Searches one Lucene index with Anserini's ``SimpleSearcher`` (BM25, title + contents)."""
+    """Searches one Lucene index as Anserini's ``SimpleSearcher`` ranks it (BM25, title + contents)."""
 
     name = NAME
 
-    def __init__(self, index_dir: Path, *, threads: int = DEFAULT_THREADS):
+    def __init__(self, index_dir: Path):
         self.index_dir = index_dir
-        self.threads = max(1, int(threads))
         self.params = read_params(index_dir, NAME, FORMAT_VERSION, required=("k1", "b", "fields"))
         lucene_dir = index_dir / LUCENE_DIR
         if not lucene_dir.is_dir():
@@ -268,13 +272,12 @@ class BM25Backend:
         for field, weight in self.params["fields"].items():
             if weight > 0:
                 self._fields.put(field, jfloat(float(weight)))
-        self._array_list = autoclass("java.util.ArrayList")
         self.documents = int(self._searcher.get_total_num_docs())
         # Java objects may not be called from several Python threads at once: concurrent searches returned another
         # query's hits or a NullPointerException, with Anserini's searcher and with Lucene's (whose Java side is
         # thread-safe), so the Python binding is the cause. One search at a time (each takes milliseconds).
         self._lock = threading.Lock()
-        self._topk = _TopK.open(self._searcher, index_dir, self.params)
+        self._topk = _TopK(self._searcher, index_dir, self.params)
 
     def __enter__(self) -> BM25Backend:
         return self
@@ -289,13 +292,11 @@ class BM25Backend:
         return self._search(prepare_query(query), k)
 
     def _search(self, text: str, k: int) -> list[Hit]:
-        searcher = self._open_searcher()
+        self._open_searcher()
         while text:
             try:
                 with self._lock:
-                    if self._topk is not None:
-                        return self._topk.search(text, self._fields, k)
-                    return self._hits(searcher.search_fields(text, self._fields, k))
+                    return self._topk.search(text, self._fields, k)
             except Exception as exc:
                 text = _shorter_after(exc, text)
         return []
@@ -303,39 +304,12 @@ class BM25Backend:
     def search_batch(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
         """``search`` for many queries at once; results in input order, each list equal to ``search``'s.
 
-        One call into Java: Anserini's ``batch_search_fields`` runs the queries on a Java work-stealing pool, one
-        Lucene search per task on every core (its ``threads`` argument is passed on, though the pool of the
-        Anserini bundled here sizes itself by the cores). Those Java threads are Anserini's own batch mode; calls into
-        the searcher from several Python threads at once went wrong (see ``__init__``), so the batch and the reading
-        of its hits hold the lock as one search does. pyjnius attaches the calling thread to the JVM on its first
-        call.
+        One query after another: Lucene's top-k search on one core takes less than Anserini's exhaustive batch
+        search on several, and Java may be called from one Python thread at a time (see ``__init__``).
         """
-        searcher = self._open_searcher()
+        self._open_searcher()
         k = _check_k(k)
-        texts = [prepare_query(q) for q in queries]
-        todo = [i for i, text in enumerate(texts) if text]
-        results: list[list[Hit]] = [[] for _ in texts]
-        if not todo:
-            return results
-        if self._topk is not None:
-            # One query after another: Lucene's top-k search on one core took less than Anserini's exhaustive one
-            # on two (at 1M passages), and Java may be called from one Python thread at a time (see __init__).
-            return [self._search(text, k) if text else [] for text in texts]
-        jqueries, jqids = self._array_list(), self._array_list()
-        for i in todo:
-            jqueries.add(texts[i])
-            jqids.add(str(i))
-        with self._lock:
-            try:
-                answers = searcher.batch_search_fields(jqueries, jqids, k, self.threads, self._fields)
-            except Exception as exc:  # one over-long query fails the whole batch: answer one by one
-                log.debug("bm25 batch failed (%s); searching queries one by one", exc)
-                answers = None
-            if answers is not None:
-                for entry in answers.entrySet().toArray():
-                    results[int(entry.getKey())] = self._hits(entry.getValue())
-                return results
-        return [self.search(q, k) if text else [] for q, text in zip(queries, texts)]
+        return [self._search(text, k) if text else [] for text in map(prepare_query, queries)]
 
     def warm(self, *, searches: int = WARM_SEARCHES, seconds: float = WARM_SECONDS, k: int = 50) -> int:
         """Search the openings of the index's own passages (``WARM_WORDS`` words: a claim's length, the title
@@ -374,63 +348,37 @@ class BM25Backend:
             raise QueryError(f"{self.index_dir}: the bm25 backend is closed")
         return self._searcher
 
-    def _hits(self, scored_docs) -> list[Hit]:
-        hits = []
-        for rank, doc in enumerate(scored_docs, start=1):
-            stored = json.loads(doc.lucene_document.get("raw"))
-            hits.append(
-                Hit(
-                    passage_id=int(doc.docid),
-                    page_id=int(stored["page_id"]),
-                    score=float(doc.score),
-                    rank=rank,
-                    channel=NAME,
-                    title=stored.get("title", ""),
-                )
-            )
-        return hits
-
 
 class _TopK:
     """Lucene's top-k search (block-max WAND) over the index's reader, hits mapped to passages without reading
     stored documents. Called under the backend's lock."""
 
-    def __init__(self, searcher, table, params: dict[str, Any]):
+    def __init__(self, searcher, index_dir: Path, params: dict[str, Any]):
+        import numpy as np
         from jnius import autoclass
 
-        self._generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")
-        self._analyzer = searcher.get_analyzer()
-        reader = searcher.reader
-        self._searcher = autoclass("org.apache.lucene.search.IndexSearcher")(reader)
-        similarity = autoclass("org.apache.lucene.search.similarities.BM25Similarity")
-        self._searcher.setSimilarity(similarity(float(params["k1"]), float(params["b"])))
-        leaves = reader.leaves().toArray()
-        self._bases = [int(leaf.docBase) for leaf in leaves]
-        self._leaves = [leaf.reader() for leaf in leaves]
-        self.table = table
-        self.doc_passages: Any = None  # numpy array: Lucene document -> passage id, where the build wrote it
-
-    @classmethod
-    def open(cls, searcher, index_dir: Path, params: dict[str, Any]) -> _TopK | None:
-        """None for an index without the passage table or the ``id`` doc values (built by an older version)."""
         from backends.passage_table import FILES, PassageTable
 
-        if not all((index_dir / f).is_file() for f in FILES):
-            return None
-        topk = cls(searcher, PassageTable(index_dir), params)
-        if any(leaf.getBinaryDocValues("id") is None for leaf in topk._leaves):
-            return None
+        missing = [f for f in (*FILES, DOC_PASSAGES_FILE) if not (index_dir / f).is_file()]
+        if missing:  # the passage table and doc_passages.npy came with the top-k search; older indexes have neither
+            raise IndexFormatError(
+                index_dir,
+                f"format {FORMAT_VERSION} without {', '.join(missing)}",
+                f"format {FORMAT_VERSION} with them",
+            )
+        self._generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")
+        self._analyzer = searcher.get_analyzer()
+        self._searcher = autoclass("org.apache.lucene.search.IndexSearcher")(searcher.reader)
+        similarity = autoclass("org.apache.lucene.search.similarities.BM25Similarity")
+        self._searcher.setSimilarity(similarity(float(params["k1"]), float(params["b"])))
         n = int(searcher.get_total_num_docs())
-        if len(topk.table) != n:
+        self.table = PassageTable(index_dir)
+        if len(self.table) != n:
             raise IndexCorruptError(f"{index_dir}: the passage table and the Lucene index disagree on the count")
-        if (index_dir / DOC_PASSAGES_FILE).is_file():
-            import numpy as np
-
-            topk.doc_passages = np.load(index_dir / DOC_PASSAGES_FILE, mmap_mode="r", allow_pickle=False)
-            if len(topk.doc_passages) != n:
-                found = len(topk.doc_passages)
-                raise IndexCorruptError(f"{index_dir / DOC_PASSAGES_FILE}: {found} entries for {n} documents")
-        return topk
+        self.doc_passages = np.load(index_dir / DOC_PASSAGES_FILE, mmap_mode="r", allow_pickle=False)
+        if len(self.doc_passages) != n:
+            found = len(self.doc_passages)
+            raise IndexCorruptError(f"{index_dir / DOC_PASSAGES_FILE}: {found} entries for {n} documents")
 
     def search(self, text: str, fields, k: int) -> list[Hit]:
         query = self._generator().buildQuery(fields, self._analyzer, text)
@@ -448,20 +396,8 @@ class _TopK:
         ]
 
     def _passage_ids(self, docs: list[int]) -> dict[int, int]:
-        """Lucene document -> passage id, from the build's array, else the ``id`` doc values (``docs`` ascending: one
-        iterator a leaf)."""
-        if self.doc_passages is not None:
-            return dict(zip(docs, self.doc_passages[docs].tolist(), strict=True))
-        out: dict[int, int] = {}
-        leaf, values = -1, None
-        for doc in docs:
-            at = bisect.bisect_right(self._bases, doc) - 1
-            if at != leaf:
-                leaf, values = at, self._leaves[at].getBinaryDocValues("id")
-            if not values.advanceExact(doc - self._bases[at]):
-                raise IndexCorruptError(f"bm25: Lucene document {doc} has no id")
-            out[doc] = int(values.binaryValue().utf8ToString())
-        return out
+        """Lucene document -> passage id, from the build's array."""
+        return dict(zip(docs, self.doc_passages[docs].tolist(), strict=True))
 
 
 def prepare_query(query: str) -> str:

@@ -15,9 +15,9 @@ processes (benchmarks/bench_encoder.py measures both).
 
 A search's short texts (claims, questions: ``encode_queries``) run on a second export of the same weights that
 takes them *packed*: their tokens one after another in rows of up to 128 tokens, each text's positions counted from
-0 and its attention kept within the text, so little padding is computed. The cost then grows with the real tokens:
-a block of 8 claims (one row) 18.3 -> 15.1 ms on one core, 32 claims 81 -> 60 ms, where padding to the longest claim
-made half as many tokens again (64 claims, which sorted by length pad little: the same). A text's vector must not
+0 and its attention kept within the text, so little padding is computed. The cost then grows with the real tokens,
+not with the longest claim of a block times its size (claims vary in length, so padding them adds many tokens; a
+large block sorted by length pads little and gains little). A text's vector must not
 depend on the texts beside it (a claim searched alone or in a server's block gets the same answer, to the bit);
 onnxruntime's kernels sum attention in groups of a few keys, so each text starts at a multiple of an alignment,
 filled with padding of its own, that is checked once when the encoder loads (4 here; packing is off if none
@@ -488,8 +488,7 @@ class OnnxEncoder:
 
     def _encode(self, texts: list[str], *, batch_size: int, pack: bool) -> np.ndarray:
         # Text by text: the tokenizer's ``encode_batch`` hands the texts to a thread pool, which costs more than it
-        # saves on a query's few short texts and, with the other channels busy on both cores, waited milliseconds
-        # for one (0.3 -> 0.7 ms for 8 claims beside a BM25 search, against 0.6 -> 3.5 ms).
+        # saves on a query's few short texts, and waits for a free core while the other channels search.
         enc = [self._tok.encode(str(t).strip()) for t in texts]
         pooled = np.zeros((len(texts), DIM), dtype=np.float32)
         short = [i for i, e in enumerate(enc) if pack and len(e.ids) <= SHORT_TOKENS]
@@ -512,9 +511,9 @@ class OnnxEncoder:
     def _rows(self, lengths: list[int]) -> list[list[int]]:
         """Positions in ``lengths`` gathered into packed rows of PACK_TOKENS aligned tokens at most, as few as
         hold them, of even widths: a run's rows are all as wide as its widest, so a block of claims a text too long
-        for one row, filled in order, ran a second full row (such blocks of 8 FEVER claims on one core: 29.4 ms,
-        in two even rows 17.6 ms; blocks that one row holds: 14.8). The longest texts go first, each into the row
-        holding the fewest tokens; one row more when that overfills one."""
+        for one row, filled in order, would run a second full row where two even rows cost little more than one.
+        The longest texts go first, each into the row holding the fewest tokens; one row more when that overfills
+        one."""
         sizes = [n + -n % self._align for n in lengths]  # a text and the gap that aligns the next one
         order = sorted(range(len(sizes)), key=lambda j: -sizes[j])
         count = -(-sum(sizes) // PACK_TOKENS)

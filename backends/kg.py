@@ -233,8 +233,8 @@ class KgBackend:
 
     def _sentences(self, rows: list[tuple]) -> dict[tuple, str]:
         """(passage_id, page-level sentence id) -> sentence, for the facts ``rows``: their passages' text, cut where
-        the graph lookups say, else where ``sentence_spans`` does (two lookups by key: joined in SQL, they took
-        twice as long, the join being planned as a hash join over both scans)."""
+        the graph lookups say, else where ``sentence_spans`` does (two lookups by key: joined in SQL, the join is
+        planned as a hash join over both scans, slower than the two)."""
         passages = sorted({r[6] for r in rows if r[6] is not None})
         if not passages:
             return {}

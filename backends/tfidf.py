@@ -13,7 +13,6 @@ is read from its high-weight end only, since postings are impact-ordered.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -38,9 +37,9 @@ FORMAT_VERSION = 2
 MIN_DF_LARGE_CORPUS = 100_000  # from this many passages, n-grams seen once are dropped (min_df=2)
 BATCH_ROWS = 20_000  # passages hashed at a time
 PARALLEL_MIN_PASSAGES = 50_000  # from this many passages, hashing runs in worker processes
-# Postings one query reads at most. Measured on the FEVER vital claims (686), TF-IDF alone: at 1M passages p50
-# 24 -> 8.8 ms and R@5 0.735 -> 0.745 from 200k to 50k; at 0.5M 13.5 -> 8.3 ms, R@5 0.754 -> 0.751; no change at
-# 10k articles or on the HotpotQA corpus, whose longest list (6.5k) fits the budget whole.
+# Postings one query reads at most: it bounds the time a claim of common words takes on a large corpus, and cutting
+# the longest lists (the least telling terms) cost no recall on the dev claims (benchmarks/RESULTS.md); a small
+# corpus's lists fit it whole.
 POSTING_BUDGET = 50_000
 BATCH_THREADS = max(1, min(4, os.cpu_count() or 1))
 # search_batch scores in the calling thread unless told otherwise: scoring is many small numpy calls, bound by the
@@ -152,24 +151,6 @@ def load(index_dir: Path) -> TfidfBackend:
     return TfidfBackend(channel_folder(index_dir, NAME))
 
 
-def _read_params(folder: Path) -> dict:
-    """params.json, with a clear word for a folder of the earlier format (a vocabulary and a whole matrix)."""
-    try:
-        return read_params(folder, NAME, FORMAT_VERSION, required=("count", "vectorizer"))
-    except IndexCorruptError as exc:
-        try:
-            found = json.loads((folder / PARAMS_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raise exc from None
-        if isinstance(found, dict) and found.get("type") == NAME and found.get("format_version") == 1:
-            raise IndexCorruptError(
-                f"{folder}: TF-IDF index of format 1 (vocabulary.json + matrix.npz), which this version no longer "
-                f"reads (it needs format {FORMAT_VERSION}, hashed postings): rebuild the index "
-                "(python -m indexer build ... --indexes tfidf)"
-            ) from exc
-        raise
-
-
 def _load_arrays(folder: Path) -> dict[str, np.ndarray]:
     arrays = {}
     for name in postings.FILES:
@@ -206,7 +187,7 @@ class TfidfBackend:
 
     def __init__(self, folder: Path, *, posting_budget: int | None = None):
         self.folder = folder
-        self.params = _read_params(folder)
+        self.params = read_params(folder, NAME, FORMAT_VERSION, required=("count", "vectorizer"))
         for name, array in _load_arrays(folder).items():
             setattr(self, name, array)  # buckets, idf, indptr, indices, data: np.memmap
             # A plain ndarray view of the same map for the hot path: memmap's __getitem__ costs more than a lookup.

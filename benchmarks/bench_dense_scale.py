@@ -168,12 +168,28 @@ def _reference_build(vectors_path: Path, out_dir: Path, tune: np.ndarray) -> dic
     faiss.write_index(index, str(out_dir / "ivf_pq.faiss"))
     built = time.perf_counter() - t0
     del index
-    mapped = ivf.load(out_dir, {"index_type": "ivf_pq+rerank", "count": n})
+    mapped = _load_reference(out_dir)
     tuned = ivf.tune_nprobe(mapped, ivf.RowReader(vectors_path), vectors, rows, queries=tune)
     size = (out_dir / "ivf_pq.faiss").stat().st_size
     return {"index_type": "ivf_pq+rerank", "ivf_file": "ivf_pq.faiss", "nlist": nlist, "pq_m": 64, "pq_bits": 8,
             "bytes_per_vector": 72, "index_bytes": size, "rerank_factor": ivf.RERANK_FACTOR,
             "ivf_build_seconds": round(built, 2), **tuned}  # fmt: skip
+
+
+def _load_reference(folder: Path, nprobe: int = 32):
+    """The reference index, mapped as the product mapped it (its lists inside ``ivf_pq.faiss``, FAISS's prefetch
+    threads off): the product's ``ivf.load`` reads the fast-scan format only."""
+    import faiss
+
+    from backends.dense import ivf
+
+    index = ivf._read(folder / "ivf_pq.faiss")
+    inner = faiss.extract_index_ivf(index)
+    lists = faiss.downcast_InvertedLists(inner.invlists)
+    if isinstance(lists, faiss.OnDiskInvertedLists):
+        lists.prefetch_nthread = 0
+    inner.nprobe = nprobe
+    return index
 
 
 def child_build(work: Path, variant: str) -> dict:
@@ -211,7 +227,11 @@ def child_query(work: Path, variant: str) -> dict:
     truth = np.load(work / "truth.npy")
     params = json.loads((work / variant / "params.json").read_text())
     t0 = time.perf_counter()
-    index = ivf.load(work / variant, params)
+    index = (
+        _load_reference(work / variant, params["nprobe"])
+        if variant == "reference"
+        else ivf.load(work / variant, params)
+    )
     rows = ivf.RowReader(work / "vectors.npy")
     load_s = time.perf_counter() - t0
     rss_loaded = _status()

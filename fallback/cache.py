@@ -6,7 +6,8 @@ status and the revision ids the body carries, so a replayed run reproduces the
 recorded run's provenance exactly. Only successful answers are ever stored: an error body, a body that is not
 a JSON object or a status other than 200 is refused, and an unreadable entry (invalid UTF-8, empty, cut short,
 not ours) is a miss, never an answer. ``endpoints.json`` lists the APIs the cache holds answers from, so a replay
-that names none can use the only one.
+that names none can use the only one; it is written before the first entry of an API, so a folder holding entries
+without it was written by an older version, and is refused.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wikiground.errors import InputError
+from wikiground.errors import IndexCorruptError, IndexFormatError, InputError
 from wikiground.layout import atomic_write
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,16 @@ class ResponseCache:
         self.root = Path(root)
         self.check = check
         self._endpoints: set[str] | None = None
-        self._listed = False  # endpoints.json exists and was read (not rebuilt from the entries)
+        if not (self.root / ENDPOINTS_FILE).is_file() and self._has_entries():
+            raise IndexFormatError(
+                self.root,
+                f"cache format {CACHE_FORMAT} without {ENDPOINTS_FILE}",
+                f"cache format {CACHE_FORMAT} with it",
+                remedy="record into a new --cache folder",
+            )
+
+    def _has_entries(self) -> bool:
+        return self.root.is_dir() and next(self.root.glob("*/*.json"), None) is not None
 
     def path_for(self, key: str) -> Path:
         # surrogatepass: a title with a lone surrogate (valid JSON "\ud800") still has a file of its own.
@@ -167,45 +177,36 @@ class ResponseCache:
             data = text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate in the body: escaped, it is still valid UTF-8 JSON
             data = json.dumps(payload, ensure_ascii=True, sort_keys=True).encode("ascii")
+        self._remember(key_endpoint(key))  # before the entry: no entry is ever in the folder without its API listed
         atomic_write(path, data)
-        self._remember(key_endpoint(key))
         return entry
 
     def _remember(self, endpoint: str | None) -> None:
         if endpoint is None:
             return
         known = self.endpoints()
-        if endpoint not in known or not self._listed:
+        if endpoint not in known:
             known.add(endpoint)
-            self._listed = True
+            self.root.mkdir(parents=True, exist_ok=True)
             atomic_write(self.root / ENDPOINTS_FILE, json.dumps(sorted(known), ensure_ascii=False) + "\n")
 
     def endpoints(self) -> set[str]:
-        """The APIs this cache holds answers from: ``endpoints.json``, or for a cache written before it, the
-        endpoints of its entries (read until a second one turns up)."""
+        """The APIs this cache holds answers from (``endpoints.json``; none for a cache not written yet)."""
         if self._endpoints is None:
             self._endpoints = self._read_endpoints()
         return self._endpoints
 
     def _read_endpoints(self) -> set[str]:
+        path = self.root / ENDPOINTS_FILE
         try:
-            listed = json.loads((self.root / ENDPOINTS_FILE).read_text(encoding="utf-8"))
-            if isinstance(listed, list) and all(isinstance(e, str) for e in listed):
-                self._listed = True
-                return set(listed)
-        except (OSError, ValueError):
-            pass
-        found: set[str] = set()
-        for path in self.root.glob("*/*.json") if self.root.is_dir() else ():
-            try:
-                endpoint = key_endpoint(_parse_entry(path.read_bytes(), self.check).key)
-            except (OSError, ValueError):
-                continue
-            if endpoint is not None:
-                found.add(endpoint)
-                if len(found) > 1:
-                    break
-        return found
+            listed = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return set()
+        except (OSError, ValueError) as exc:
+            raise IndexCorruptError(f"{path}: unreadable ({exc}); record into a new --cache folder") from exc
+        if not isinstance(listed, list) or not all(isinstance(e, str) for e in listed):
+            raise IndexCorruptError(f"{path}: not a list of API URLs; record into a new --cache folder")
+        return set(listed)
 
     def __len__(self) -> int:
         return sum(1 for _ in self.root.glob("*/*.json")) if self.root.is_dir() else 0

@@ -32,11 +32,10 @@ from wikiground.layout import (
     LIVE_PASSAGE_ID_BASE,
     LIVE_PASSAGES_PER_PAGE,
     delta_dir,
-    delta_path,
 )
 from wikiground.text import normalize_title
 
-__all__ = ["LIVE_PASSAGE_ID_BASE", "delta_dir", "delta_path", "live_passage_id", "write_live_pages"]
+__all__ = ["LIVE_PASSAGE_ID_BASE", "delta_dir", "live_passage_id", "write_live_pages"]
 
 log = logging.getLogger(__name__)
 

@@ -602,7 +602,8 @@ class _LazyPool:
         self._closed = False
 
     def start(self) -> None:
-        """Start the fork server and the workers in the background (~0.3 s), while the first pages are read."""
+        """Start the fork server and the workers in the background, so that their start overlaps the reading of the
+        first pages."""
 
         def spawn() -> None:
             try:
@@ -773,8 +774,7 @@ def _jsonable(value: Any) -> Any:
 
 # Bytes on disk per passage of each part of the index, and peak RSS of the build: measured by
 # benchmarks/bench_scale.py on enwiki-shaped dumps (benchmarks/RESULTS.md, "Scale").
-# The store includes its triples and its lookups/ (~60 bytes a passage at 1M passages): 1.15 GB at 1M passages;
-# kg adds the graph arrays to lookups/ (187 MB at 1M).
+# The store includes its triples and its lookups/; kg adds the graph arrays to lookups/.
 DISK_PER_PASSAGE = {"store": 1150, "bm25": 950, "tfidf": 1300, "dense": 1600, "kg": 200}
 TEMP_DISK_SHARE = 0.5  # spill files, the Lucene merge and the old index beside the new one, over the final size
 RAM_BASE_MB = 1000  # the build process, the JVM and DuckDB before the corpus fills their shares

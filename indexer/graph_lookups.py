@@ -1,8 +1,8 @@
 """The store's ``triples`` as memory-mapped adjacency arrays: a page's facts without a DuckDB round trip.
 
 The kg channel reads, per claim, the facts of a few pages (hop 1) and those of the pages they lead to that reach
-the claim (hop 2). As key-list queries each costs DuckDB 2-8 ms at 1M passages, most of it planning and
-scanning row groups; here a page's facts are one binary search and a slice. ``triples`` is written ordered by
+the claim (hop 2). As key-list queries each costs DuckDB milliseconds, most of it planning and scanning row
+groups; here a page's facts are one binary search and a slice. ``triples`` is written ordered by
 subject; the arrays hold the facts in :data:`FACT_ORDER`, the order the kg channel's SQL asks for, so both give
 the same answers. The SQL over ``triples`` stays the reference: the live delta, and stores without these files,
 are answered by it.

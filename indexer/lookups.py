@@ -1,7 +1,7 @@
 """Point lookups of the store as plain files beside it, loaded with mmap: a title to its page in microseconds.
 
-Resolving a claim's candidate titles (a dozen n-grams) in DuckDB costs 12-14 ms, whatever the store's size: four
-key lookups of a few milliseconds each (exact title, redirect, and the normalised key of each). The answers do
+Resolving a claim's candidate titles (a dozen n-grams) in DuckDB costs milliseconds whatever the store's size: four
+key lookups, each planned and run (exact title, redirect, and the normalised key of each). The answers do
 not change after the build, so the build writes them out once, one entry per key, and a lookup is a hash and a
 binary search over a memory-mapped array. The SQL path (``indexer.store._RESOLVE_SQL``) stays the reference:
 the live delta and stores built without these files are resolved by it, with the same answers.
@@ -21,7 +21,7 @@ Files in ``DIR/lookups/``:
 - each passage's page-level sentence ids, which are consecutive: ``sentences.first.npy`` and
   ``sentences.count.npy`` (int32, by passage id; written only when every passage's ids are consecutive);
 - the facts of ``triples`` by subject, ``graph.*`` (:mod:`indexer.graph_lookups`), when the index is built with
-  the kg channel (without them, as in lookups written before them, the channel reads the facts in SQL);
+  the kg channel (without them the channel reads the facts in SQL);
 - ``params.json``, naming the build: files of another build are not used.
 """
 
@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from indexer import graph_lookups
+from wikiground.errors import IndexFormatError
 from wikiground.layout import PARAMS_FILE, append_blobs, atomic_path, atomic_write_json, map_bytes, save_npy
 from wikiground.system import duckdb_size
 
@@ -44,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 SPACES = ("exact", "loose")
+KEYS = (*SPACES, "lead", "sentences", "graph")  # what params.json counts (its "keys")
 REDIRECT, DISAMBIGUATION = 1, 2
 NONE = "\x01"
 BATCH_ROWS = 100_000
@@ -125,8 +127,7 @@ def write(con: Any, folder: Path, build_id: str | None, *, graph: bool = True) -
         counts[space] = _write_space(con, folder, space)
     counts["lead"] = _write_leads(con, folder)
     counts["sentences"] = _write_sentence_ranges(con, folder)
-    if graph:
-        counts["graph"] = graph_lookups.write(con, folder)
+    counts["graph"] = graph_lookups.write(con, folder) if graph else 0  # 0: no graph files, the kg channel uses SQL
     atomic_write_json(
         folder / PARAMS_FILE,
         {"kind": "lookups", "format_version": FORMAT_VERSION, "build_id": build_id, "keys": counts},
@@ -269,6 +270,10 @@ class Lookups:
         except (OSError, ValueError) as exc:
             logger.warning("%s: unreadable (%s); titles are resolved in the store", folder / PARAMS_FILE, exc)
             return None
+        if not isinstance(params, dict):
+            logger.warning("%s: not a JSON object; titles are resolved in the store", folder / PARAMS_FILE)
+            return None
+        _check_format(folder, params)
         if params.get("format_version") != FORMAT_VERSION or params.get("build_id") != build_id:
             logger.warning(
                 "%s: written for build %s (format %s), not the store's %s; titles are resolved in the store",
@@ -283,12 +288,14 @@ class Lookups:
         except (OSError, ValueError) as exc:
             logger.warning("%s: cannot be read (%s); titles are resolved in the store", folder, exc)
             return None
-        keys = params.get("keys", {})
-        ranges = 0 if table._first is None else len(table._first)
-        lengths = {**{s: len(table._spaces[s]) for s in SPACES}, "lead": len(table._lead_pages), "sentences": ranges}
-        if table.graph is not None or keys.get("graph"):  # lookups written before the graph arrays have none
-            lengths["graph"] = 0 if table.graph is None else len(table.graph)
-        if any(lengths[name] != keys.get(name) for name in lengths):
+        keys = params["keys"]
+        lengths = {
+            **{s: len(table._spaces[s]) for s in SPACES},
+            "lead": len(table._lead_pages),
+            "sentences": 0 if table._first is None else len(table._first),
+            "graph": 0 if table.graph is None else len(table.graph),
+        }
+        if any(lengths[name] != keys[name] for name in lengths):
             logger.warning(
                 "%s: incomplete (key counts differ from params.json); titles are resolved in the store", folder
             )
@@ -326,6 +333,20 @@ class Lookups:
                 a, b = int(self._lead_offsets[i]), int(self._lead_offsets[i + 1])
                 out[pid] = (int(self._lead_passages[i]), bytes(self._lead_titles[a:b]).decode("utf-8"))
         return out
+
+
+def _check_format(folder: Path, params: dict[str, Any]) -> None:
+    """Refuse lookups of an older format: an older format number, or params.json without a count of each file set
+    (``KEYS``; lookups written before the sentence ranges or the graph arrays count none of them)."""
+    version = params.get("format_version")
+    if isinstance(version, int) and version < FORMAT_VERSION:
+        raise IndexFormatError(folder, version, FORMAT_VERSION)
+    keys = params.get("keys")
+    missing = [name for name in KEYS if not isinstance(keys, dict) or name not in keys]
+    if version == FORMAT_VERSION and missing:
+        raise IndexFormatError(
+            folder, f"format {version}, counting no {', '.join(missing)}", f"format {FORMAT_VERSION}, counting each"
+        )
 
 
 class _Space:

@@ -34,10 +34,8 @@ CREATE TABLE passages (
     page_id       BIGINT NOT NULL,
     section_index INTEGER NOT NULL,
     -- The one copy of the text (the sections and sentences views slice it), and the hot read path
-    -- (evidence, index builds): stored uncompressed. Measured on the x20 bench store against DuckDB's
-    -- default (dict_fsst): the writer's CPU 1.7-2.0 -> 1.0-1.2 s, a full text scan 30 -> 4 ms, a 20-passage
-    -- evidence fetch 11 -> 9.5-11 ms p50; the store is 43% larger (63 -> 90 MB), still 42% smaller than
-    -- when it held the section texts too (155 MB).
+    -- (evidence, index builds): stored uncompressed. DuckDB's default (dict_fsst) costs the writer CPU and
+    -- every full text scan a decompression, for a store that is smaller but not by enough to matter.
     text          VARCHAR USING COMPRESSION uncompressed NOT NULL,
     title         VARCHAR NOT NULL,
     heading_path  VARCHAR NOT NULL,
@@ -194,9 +192,9 @@ CREATE INDEX infobox_page ON infobox(page_id);
 """
 
 # `triples` has no index either: it is written ordered by subject (indexer.store_writer.fill_triples), so the
-# row groups' min/max of subject_page_id find a page's facts. An ART index scan fetched them row by row: 2-3x
-# slower for a page stating hundreds of facts (the kg channel's lookups on the x20 store: 9 -> 4.5 ms), and ~45
-# bytes of RAM per row while built (whole enwiki states hundreds of millions of facts).
+# row groups' min/max of subject_page_id find a page's facts. An ART index scan fetches them row by row, slower for
+# a page stating hundreds of facts, and costs ~45 bytes of RAM per row while built (whole enwiki states hundreds of
+# millions of facts).
 
 # Public names (`sections` and `sentences` may be views); the manifest counts rows of each.
 TABLES = (

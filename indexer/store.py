@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wikiground.errors import IndexChangedError, IndexCorruptError, IndexMissingError
+from indexer.schema import SCHEMA_VERSION
+from wikiground.errors import IndexChangedError, IndexCorruptError, IndexFormatError, IndexMissingError
 from wikiground.layout import LOOKUPS_DIR, MANIFEST_FILE, STORE_FILE, delta_segments
 from wikiground.records import Page, Passage
 from wikiground.text import canonical_title, normalize_title
@@ -94,7 +95,7 @@ def _sentence_ids_sql(sentences: str, keys: str) -> str:
     """The page-level sentence ids of passages. Read from ``sentence_spans`` where the store has it (the
     ``sentences`` view joins every passage to slice its text), as plain rows: grouping them in SQL (``list(...
     ORDER BY ...)``) cost more than the lookup itself, and one query joining them to the passages was planned as
-    hash joins, 2-3x the two lookups at 1M passages."""
+    hash joins, slower than the two lookups."""
     return f"SELECT passage_id, sentence_index, page_sentence_index FROM {sentences} WHERE passage_id IN {keys}"
 
 
@@ -142,9 +143,8 @@ def _sql_string(text: str) -> str:
 # claim), the scan reads the whole table, a cost that grows with the corpus (EXPLAIN ANALYZE: "Sequential Scan,
 # Row Groups Scanned: all"). Above this many keys a full scan is the better plan anyway.
 LOOKUP_KEYS_MAX = 4096
-# A few integer keys go into the SQL text instead: DuckDB plans ``col IN (1, 2, 3)`` as a plain index lookup, in
-# about half the time of the list parameter's semi-join (0.8 against 1.4 ms for 3 keys on the vital store). From
-# about 20 keys on, the literal list costs more to plan than the semi-join.
+# A few integer keys go into the SQL text instead: DuckDB plans ``col IN (1, 2, 3)`` as a plain index lookup, cheaper
+# than the list parameter's semi-join; for many keys the literal list costs more to plan than the semi-join.
 FEW_KEYS = 16
 
 
@@ -157,11 +157,10 @@ def in_keys(ids: Sequence[int]) -> tuple[str, list]:
 
 
 # DuckDB's buffer pool keeps every block a lookup read (256 KB of passage text for one passage) up to its memory
-# limit, 80% of the machine's RAM by default: a long-running query process grew by ~5 MB per evidence fetch at 0.5M
-# passages, towards the size of the store. The pool caches clean, read-only blocks (the OS caches the file too), so
-# a small limit only evicts sooner. At 1M passages (200 claims, every channel and kg) 512 MB -> 256 MB took 180 MB
-# off the query process's RSS, with no measurable change in fused or kg latency (alternated runs). The live delta,
-# an in-memory database, keeps DuckDB's default.
+# limit, 80% of the machine's RAM by default, so a long-running query process would grow towards the size of the
+# store. The pool caches clean, read-only blocks (the OS caches the file too), so a small limit only evicts sooner:
+# it bounds the query process's RSS without slowing its lookups. The live delta, an in-memory database, keeps
+# DuckDB's default.
 STORE_MEMORY_LIMIT = "256MB"
 
 
@@ -216,14 +215,19 @@ def _connect(path: Path, *, expected_bytes: int | None = None):
     return con
 
 
-def _build_id(con: Any) -> str | None:
+def _build_id(con: Any, db: Path) -> str:
+    """The id of the build that wrote the store (its ``build_info`` row); a store without one was written before
+    build ids and is refused (``con`` is closed then)."""
     import duckdb
 
     try:
         row = con.execute("SELECT build_id FROM build_info LIMIT 1").fetchone()
     except duckdb.CatalogException:
-        return None  # a store built before build ids
-    return None if row is None else str(row[0])
+        row = None
+    if row is None:
+        con.close()
+        raise IndexFormatError(db, "format 3 or earlier, without a build_info table", SCHEMA_VERSION)
+    return str(row[0])
 
 
 def _manifest_of(index_dir: Path) -> dict[str, Any]:
@@ -238,20 +242,24 @@ def _manifest_of(index_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _open_consistent(db: Path, index_dir: Path) -> tuple[Any, str | None]:
+def _open_consistent(db: Path, index_dir: Path) -> tuple[Any, str]:
     """The store, checked to be the build the manifest names (a rebuild may swap the folder in between)."""
     for _ in range(3):
         manifest = _manifest_of(index_dir)
+        _check_schema(index_dir, manifest)
         expected = manifest.get("build_id")
         con = _connect(db, expected_bytes=manifest.get("store_bytes"))
-        build_id = _build_id(con)
-        if expected is None or build_id is None:
-            log.debug("%s: no build id (built by an older version): generation checks are off", index_dir)
-            return con, build_id
-        if build_id == expected:
+        build_id = _build_id(con, db)
+        if expected is None or build_id == expected:  # None: a bare store file, no manifest to check it against
             return con, build_id
         con.close()  # the folder was swapped between reading the manifest and opening the store: read both again
     raise IndexChangedError(f"{index_dir}: the store is build {build_id} but the manifest names {expected}")
+
+
+def _check_schema(index_dir: Path, manifest: dict[str, Any]) -> None:
+    found = manifest.get("schema_version")
+    if isinstance(found, int) and found < SCHEMA_VERSION:
+        raise IndexFormatError(index_dir, found, SCHEMA_VERSION)
 
 
 # The delta's tables, copied from its segments into one in-memory database (pages ingested live are few).
@@ -347,7 +355,7 @@ def _listing(segments: list[Path]) -> tuple:
 class Store:
     """Lookups over the store and its live delta. Thread-safe: each call uses its own cursor.
 
-    ``build_id`` names the build the store belongs to (None for stores built before build ids). The delta
+    ``build_id`` names the build the store belongs to (None for a store given as a DuckDB connection). The delta
     is read again whenever its folder's listing changes (a writer adds whole segments by renaming them in).
     """
 
@@ -378,8 +386,12 @@ class Store:
         store = cls(con, path=index_dir, build_id=build_id)
         from indexer.lookups import Lookups  # numpy: imported when an index is opened
 
-        store._lookups = Lookups.open(index_dir / LOOKUPS_DIR, build_id)
-        store.reload_delta()
+        try:
+            store._lookups = Lookups.open(index_dir / LOOKUPS_DIR, build_id)
+            store.reload_delta()
+        except BaseException:  # lookups or a delta of an older format: refused, the store closed
+            store.close()
+            raise
         return store
 
     def reload_delta(self) -> None:

@@ -817,7 +817,7 @@ def fill_triples(con: Any, staged: Path | None = None) -> int:
     """``triples`` from the facts staged in the Parquet file ``staged`` (deleted once read): subject title and
     revision from ``pages``, the object's page after redirects (NULL when it has none), ordered by subject so a
     lookup by subject reads few row groups (by subject only: each reader orders a page's facts itself, and sorting
-    on their strings too made this step a quarter slower). A store without links (clean text, given sentences)
+    on their strings too would make this step slower for no reader). A store without links (clean text, given sentences)
     gets the titles its sentences name (:func:`indexer.triples.text_mention_rows`). Returns the rows added."""
     parts = []
     if staged is not None:

@@ -1,11 +1,9 @@
 """A query's channel searches on the cores: at most one thread per core, the slowest channel started first.
 
-The dense channel's query encoder is a search's longest task (a claim: ~3 ms, a block of 8: ~17 ms on one
-core). With a thread per channel, the other channels' threads took turns on its core with it, and its encoding
-took half as long again as alone; with as many threads as cores, the encoder keeps a core and the other channels
-run one after another beside it, done before it is. Measured on 2 cores, runs alternated: a block of 8 claims
-36.7 -> 33 ms (medians of 6), a server under 8 clients 181 -> 205 claims/s. On more cores every channel still
-gets a thread of its own.
+The dense channel's query encoder is a search's longest task. With a thread per channel, the other channels'
+threads took turns on its core with it, and its encoding took longer than alone; with as many threads as cores,
+the encoder keeps a core and the other channels run one after another beside it, done before it is, so a block and
+a loaded server both finish sooner. On more cores every channel still gets a thread of its own.
 """
 
 from __future__ import annotations

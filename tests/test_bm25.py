@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from wikiground.errors import IndexCorruptError, IndexMissingError, QueryError
+from wikiground.errors import IndexCorruptError, IndexFormatError, IndexMissingError, QueryError
 from wikiground.records import Hit
 
 N_PAGES = 300
@@ -281,70 +281,54 @@ def test_unusable_java_is_a_clear_error(tmp_path, release, message):
     assert message in out.stdout and str(home) in out.stdout
 
 
+def _anserini_hits(backend, text: str, k: int) -> list[tuple[int, int, str, int, float]]:
+    """(passage id, page id, title, rank, score) as Anserini's own searcher ranks them, read from its stored
+    documents: the reference the top-k search must match."""
+    scored = backend._searcher.search_fields(text, backend._fields, k)
+    out = []
+    for rank, doc in enumerate(scored, start=1):
+        stored = json.loads(doc.lucene_document.get("raw"))
+        out.append((int(doc.docid), int(stored["page_id"]), stored.get("title", ""), rank, float(doc.score)))
+    return out
+
+
 def test_top_k_search_ranks_as_anserini_does(backend, docs):
-    """Lucene's top-k search (the path of every index built with a passage table) gives Anserini's hits: the same
-    passages, pages and ranks, scores rounded to 4 decimals as Anserini rounds them."""
-    assert backend._topk is not None
+    """Lucene's top-k search gives Anserini's hits: the same passages, pages and ranks, scores rounded to 4 decimals
+    as Anserini rounds them."""
+    from backends.bm25 import prepare_query
+
     queries = [docs[i][0] for i in range(0, N_PAGES, 7)] + ["history of the city", "the first album of the band"]
     fast = [backend.search(q, k=20) for q in queries]
-    topk, backend._topk = backend._topk, None
-    try:
-        slow = [backend.search(q, k=20) for q in queries]
-    finally:
-        backend._topk = topk
+    slow = [_anserini_hits(backend, prepare_query(q), 20) for q in queries]
     assert sum(len(f) for f in fast) > 100
     for f, s in zip(fast, slow):
-        assert [(h.passage_id, h.page_id, h.title, h.rank) for h in f] == [
-            (h.passage_id, h.page_id, h.title, h.rank) for h in s
-        ]
-        assert [h.score for h in f] == pytest.approx([h.score for h in s], abs=1e-5)  # Anserini's are float32
+        assert [(h.passage_id, h.page_id, h.title, h.rank) for h in f] == [x[:4] for x in s]
+        assert [h.score for h in f] == pytest.approx([x[4] for x in s], abs=1e-5)  # Anserini's are float32
 
 
-def test_index_without_passage_table_searched_as_before(tmp_path, built, docs):
-    """An index built before bm25/ held the passage table is searched with Anserini's searcher."""
-    import shutil
-
-    from backends import bm25
-    from backends.passage_table import FILES
-
-    folder = tmp_path / "bm25"
-    shutil.copytree(built[0], folder)
-    for name in FILES:
-        (folder / name).unlink()
-    with bm25.load(folder) as old, bm25.load(built[0]) as new:
-        assert old._topk is None
-        for i in (3, 30, 90):
-            a, b = old.search(docs[i][0], k=5), new.search(docs[i][0], k=5)
-            assert a and [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
-            assert a[0].page_id == b[0].page_id and a[0].title == b[0].title
-
-
-def test_hits_mapped_by_the_doc_passages_array_as_by_the_doc_values(tmp_path, built, backend, docs):
-    """Each Lucene document's passage id, written at build time, is what its ``id`` doc values say; an index built
-    before that file reads the doc values, with the same hits."""
-    import shutil
-
+def test_doc_passages_array_holds_each_lucene_document_passage_id(backend, docs):
+    """Each Lucene document's passage id, written at build time, is the ``id`` its stored document carries."""
     import numpy as np
 
+    doc_passages = backend._topk.doc_passages
+    assert len(doc_passages) == len(docs) and sorted(np.asarray(doc_passages).tolist()) == list(range(len(docs)))
+    for d in range(len(docs)):
+        assert int(doc_passages[d]) == int(json.loads(backend._searcher.doc(d).get("raw"))["id"])
+
+
+@pytest.mark.parametrize("missing", ["doc_passages.npy", "passage_page.npy"])
+def test_index_without_the_passage_files_gets_the_older_format_error(tmp_path, built, missing):
+    """Indexes built before the top-k search had neither the passage table nor doc_passages.npy."""
+    import shutil
+
     from backends import bm25
 
-    topk = backend._topk
-    assert topk.doc_passages is not None and len(topk.doc_passages) == len(docs)
-    assert sorted(np.asarray(topk.doc_passages).tolist()) == list(range(len(docs)))
-    every = list(range(len(docs)))
-    saved, topk.doc_passages = topk.doc_passages, None
-    try:
-        from_values = topk._passage_ids(every)
-    finally:
-        topk.doc_passages = saved
-    assert topk._passage_ids(every) == from_values
     folder = tmp_path / "bm25"
     shutil.copytree(built[0], folder)
-    (folder / bm25.DOC_PASSAGES_FILE).unlink()
-    params = json.loads((folder / "params.json").read_text())
-    params.get("files", {}).pop(bm25.DOC_PASSAGES_FILE, None)
-    (folder / "params.json").write_text(json.dumps(params))
-    with bm25.load(folder) as old:
-        assert old._topk is not None and old._topk.doc_passages is None
-        for i in (3, 30, 90, 200):
-            assert old.search(docs[i][0], k=10) == backend.search(docs[i][0], k=10)
+    (folder / missing).unlink()
+    with pytest.raises(IndexFormatError) as err:
+        bm25.load(folder)
+    assert str(err.value) == (
+        f"{folder}: built by an older wikiground (format 1 without {missing}); this version reads format 1 with "
+        "them: rebuild it with `wikiground index ...`"
+    )

@@ -21,6 +21,7 @@ from indexer.chunking import chunk_section
 from indexer.store import Store
 from retriever import Retriever
 from tests.support.fakewiki import FakeWiki, pages_from_vital
+from wikiground.errors import IndexFormatError
 from wikiground.layout import LIVE_PASSAGE_ID_BASE, delta_dir, delta_segments
 
 from .conftest import ROOT
@@ -183,7 +184,7 @@ def test_newest_revision_wins_with_stable_passage_ids(local_index, remote_pages)
 def test_a_damaged_delta_is_skipped_with_a_warning(local_index, remote_pages, caplog):
     assert write_live_pages(local_index, [live_page(remote_pages["Nile"])]) == 1
     good = delta_segments(local_index)[0]
-    (delta_dir(local_index) / "wiki.duckdb").write_bytes(b"not a database " * 100)  # the older single-file delta
+    (delta_dir(local_index) / "seg-00000000000000000000-garbage.duckdb").write_bytes(b"not a database " * 100)
     data = good.read_bytes()
     (delta_dir(local_index) / "seg-99999999999999999999-truncat.duckdb").write_bytes(data[: len(data) // 3])
     with caplog.at_level(logging.WARNING, logger="indexer.store"):
@@ -192,4 +193,13 @@ def test_a_damaged_delta_is_skipped_with_a_warning(local_index, remote_pages, ca
     assert res.status == "ok" and res.evidence[0].title in ("Aristotle", "Plato")
     assert [e.origin for e in nile.evidence if e.title == "Nile"] == ["live"]
     warned = " ".join(rec.getMessage() for rec in caplog.records)
-    assert "wiki.duckdb" in warned and "truncat" in warned
+    assert "garbage" in warned and "truncat" in warned
+
+
+def test_a_delta_of_one_file_gets_the_older_format_error(local_index, remote_pages):
+    """Older versions kept the delta in one file, delta/wiki.duckdb: this version reads segments only."""
+    assert write_live_pages(local_index, [live_page(remote_pages["Nile"])]) == 1
+    (segment,) = delta_segments(local_index)
+    segment.rename(delta_dir(local_index) / "wiki.duckdb")
+    with pytest.raises(IndexFormatError, match=r"delta/wiki\.duckdb: built by an older wikiground \(a delta of one"):
+        Store.open(local_index)

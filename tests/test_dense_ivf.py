@@ -167,33 +167,28 @@ def test_backend_switches_to_ivf_pq(real):
             assert not match or h.score == pytest.approx(match[0].score, abs=1e-5)
 
 
-def test_old_ivf_sq8_index_still_loads(real, tmp_path):
-    import faiss
-
+def test_an_ivf_index_of_an_older_format_gets_the_clear_error(real, tmp_path):
+    """Before fast-scan the IVF index was 8-bit IVF-PQ (or IVF-SQ8) with its lists inside the one .faiss file."""
     from backends import dense
+    from wikiground.errors import IndexCorruptError, IndexFormatError
 
-    root, exact, params = real
+    root, _, _ = real
     old = tmp_path / "old"
-    shutil.copytree(root / "exact", old, ignore=shutil.ignore_patterns("shards"))
-    vecs = np.load(old / "vectors.npy")
-    index = faiss.IndexIVFScalarQuantizer(
-        faiss.IndexFlatIP(DIM), DIM, 4, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+    shutil.copytree(root / "ivf", old, ignore=shutil.ignore_patterns("shards"))
+    (old / "ivf_pq4fs.lists").unlink()
+    (old / "ivf_pq4fs.faiss").rename(old / "ivf_pq.faiss")
+    params = json.loads((old / "params.json").read_text())
+    params.update(index_type="ivf_pq+rerank", ivf_file="ivf_pq.faiss")
+    del params["lists_file"]
+    (old / "params.json").write_text(json.dumps(params))
+    with pytest.raises(IndexFormatError) as err:
+        dense.load(old)
+    assert str(err.value) == (
+        f"{old}: built by an older wikiground (format 1 with index_type 'ivf_pq+rerank'); this version reads "
+        "format 1 with index_type 'ivf_pq4fs+rerank': rebuild it with `wikiground index ...`"
     )
-    index.train(vecs)
-    index.add(vecs)
-    faiss.write_index(index, str(old / "ivf_sq8.faiss"))
-    old_params = json.loads((old / "params.json").read_text())
-    old_params.update(index_type="ivf_sq8+rerank", nlist=4, nprobe=4, rerank_factor=10)
-    (old / "params.json").write_text(json.dumps(old_params))
-    loaded = dense.load(old)
-    lists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(loaded.ivf).invlists)
-    assert isinstance(lists, faiss.OnDiskInvertedLists)
-    for query, _ in PARAPHRASES:  # every list probed: the exact results
-        assert [h.passage_id for h in loaded.search(query, k=5)] == [h.passage_id for h in exact.search(query, k=5)]
-    old_params["index_type"] = "ivf_hnsw"
-    (old / "params.json").write_text(json.dumps(old_params))
-    from wikiground.errors import IndexCorruptError
-
+    params["index_type"] = "ivf_hnsw"
+    (old / "params.json").write_text(json.dumps(params))
     with pytest.raises(IndexCorruptError, match="unknown dense index_type"):
         dense.load(old)
 
@@ -271,22 +266,3 @@ def test_cut_or_missing_lists_file_refused(synth, tmp_path):
     lists.unlink()
     with pytest.raises(IndexCorruptError, match=r"ivf_pq4fs\.lists: missing"):
         ivf.load(tmp_path, {**params, "count": N_SYNTH})
-
-
-def test_old_ivf_pq_index_still_loads(synth, tmp_path):
-    """An index of the previous format (8-bit PQ64, lists inside ivf_pq.faiss) is mapped and searched as before."""
-    import faiss
-
-    from backends.dense import ivf
-
-    folder, vecs, queries, params = synth
-    old = faiss.IndexIVFPQ(faiss.IndexFlatIP(DIM), DIM, 8, 64, 8, faiss.METRIC_INNER_PRODUCT)
-    old.pq.cp.niter = 4
-    old.train(vecs)
-    old.add(vecs)
-    faiss.write_index(old, str(tmp_path / "ivf_pq.faiss"))
-    loaded = ivf.load(tmp_path, {"index_type": "ivf_pq+rerank", "count": N_SYNTH, "nprobe": 8})
-    lists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(loaded).invlists)
-    assert isinstance(lists, faiss.OnDiskInvertedLists) and lists.prefetch_nthread == 0
-    found, _ = ivf.search(loaded, ivf.RowReader(folder / "vectors.npy"), queries, 10)
-    assert ivf.recall_at(found, ivf.exact_top(vecs, queries, 10), 10) >= 0.9  # every list probed

@@ -16,7 +16,7 @@ from fallback.settings import FallbackSettings
 from indexer.store import open_delta
 from tests.support.clock import FakeClock
 from tests.support.fakewiki import FakeWiki, pages_from_vital
-from wikiground.errors import ApiError, CacheMissError, ConfigError, RetryExhaustedError
+from wikiground.errors import ApiError, CacheMissError, ConfigError, IndexFormatError, RetryExhaustedError
 
 CONTACT = "tests@example.org"
 CLAIMS = [
@@ -260,8 +260,6 @@ def test_replay_without_api_url_uses_the_one_host_the_cache_holds(corpus, tmp_pa
     assert replay.api.api_url == api_url
     assert json.dumps(run_all(replay), sort_keys=True) == json.dumps(recorded, sort_keys=True)
     assert json.loads((tmp_path / "endpoints.json").read_text(encoding="utf-8")) == [api_url]
-    # A cache written before endpoints.json: its entries name the host.
-    (tmp_path / "endpoints.json").unlink()
     assert ResponseCache(tmp_path).endpoints() == {api_url}
     # Two hosts: which one is meant is not guessed.
     other = ResponseCache(tmp_path)
@@ -271,3 +269,25 @@ def test_replay_without_api_url_uses_the_one_host_the_cache_holds(corpus, tmp_pa
     # Named, the URL is used as given.
     named = open_fallback(FallbackSettings(api_url=api_url, cache_dir=tmp_path, cache_mode="replay"))
     assert named.api.api_url == api_url
+
+
+def test_a_cache_without_endpoints_json_gets_the_older_format_error(corpus, tmp_path):
+    """Caches written before endpoints.json hold entries without it; this version refuses them by name."""
+    with FakeWiki(corpus) as wiki:
+        fb = open_fallback(
+            api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, clock=FakeClock(), env={}
+        )
+        run_all(fb)
+        api_url = wiki.api_url
+    assert ResponseCache(tmp_path).endpoints() == {api_url} and len(ResponseCache(tmp_path)) > 0
+    (tmp_path / "endpoints.json").unlink()
+    message = (
+        f"{tmp_path}: built by an older wikiground (cache format 1 without endpoints.json); this version reads "
+        "cache format 1 with it: record into a new --cache folder"
+    )
+    with pytest.raises(IndexFormatError) as err:
+        ResponseCache(tmp_path)
+    assert str(err.value) == message
+    with pytest.raises(IndexFormatError):
+        open_fallback(cache_dir=tmp_path, cache_mode="replay", env={})
+    assert ResponseCache(tmp_path / "new").endpoints() == set()  # a cache not written yet is not an older one

@@ -15,6 +15,7 @@ import backends.kg as kg
 from indexer import lookups
 from indexer.store import Store
 from tests.conftest import GENSIM_DUMP
+from wikiground.errors import IndexFormatError
 from wikiground.layout import LOOKUPS_DIR, PARAMS_FILE
 
 
@@ -44,7 +45,7 @@ def test_written_with_the_kg_channel_only(kg_store, gensim_store):
     with Store.open(gensim_store) as plain:  # built without kg: the channel reads the triples in SQL
         assert plain._lookups is not None and plain.graph is None
         assert not list((gensim_store / LOOKUPS_DIR).glob("graph.*"))
-        assert "graph" not in json.loads((gensim_store / LOOKUPS_DIR / PARAMS_FILE).read_text())["keys"]
+        assert json.loads((gensim_store / LOOKUPS_DIR / PARAMS_FILE).read_text())["keys"]["graph"] == 0
 
 
 def test_facts_as_in_the_store(kg_store):
@@ -108,8 +109,8 @@ def test_kg_channel_answers_alike_without_the_graph(kg_store):
         assert any(hit.triples for hit in channel.search(claims[0], 20))
 
 
-def test_lookups_without_graph_files_still_serve_titles(kg_store, tmp_path):
-    """Lookups written before the graph arrays: titles from the lookups, facts from the store."""
+def test_lookups_written_before_the_graph_arrays_get_the_older_format_error(kg_store, tmp_path):
+    """Lookups of an older version had no graph arrays and no count of them in params.json."""
     out = tmp_path / "index"
     shutil.copytree(kg_store, out)
     folder = out / LOOKUPS_DIR
@@ -118,10 +119,12 @@ def test_lookups_without_graph_files_still_serve_titles(kg_store, tmp_path):
     params = json.loads((folder / PARAMS_FILE).read_text())
     del params["keys"]["graph"]
     (folder / PARAMS_FILE).write_text(json.dumps(params))
-    with Store.open(out) as old, Store.open(kg_store) as new:
-        assert old._lookups is not None and old.graph is None
-        claim = "Aristotle was influenced by Plato."
-        assert kg.KgBackend(old).search(claim, 10) == kg.KgBackend(new).search(claim, 10)
+    with pytest.raises(
+        IndexFormatError, match=r"lookups: built by an older wikiground \(format 1, counting no graph\)"
+    ):
+        Store.open(out)
+    with pytest.raises(IndexFormatError, match=r"rebuild it with `wikiground index \.\.\.`"):
+        Store.open(out)
 
 
 @pytest.mark.parametrize("name", ["graph.object.npy", "graph.objects.bin", "graph.subject_start.npy"])

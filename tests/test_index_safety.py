@@ -16,7 +16,14 @@ import backends
 from indexer.build import build_index
 from indexer.store import Store
 from retriever import Retriever
-from wikiground.errors import ConfigError, IndexChangedError, IndexCorruptError, IndexLockedError, IndexMissingError
+from wikiground.errors import (
+    ConfigError,
+    IndexChangedError,
+    IndexCorruptError,
+    IndexFormatError,
+    IndexLockedError,
+    IndexMissingError,
+)
 from wikiground.layout import build_lock_path
 
 PAGES = 150
@@ -192,6 +199,35 @@ def test_a_truncated_store_is_index_corrupt_naming_it(gensim_store, tmp_path):
     shutil.copytree(gensim_store, out)
     _truncate(out / "wiki.duckdb")
     with pytest.raises(IndexCorruptError, match="wiki.duckdb"):
+        with Retriever.open(out) as r:
+            r.search("Aristotle tutored Alexander the Great.", 5)
+
+
+def test_a_store_without_build_ids_gets_the_older_format_error(gensim_store, tmp_path):
+    """Stores of schema 3 and before had no ``build_info``; their manifests say their schema version."""
+    import duckdb
+
+    out = tmp_path / "idx"
+    shutil.copytree(gensim_store, out)
+    con = duckdb.connect(str(out / "wiki.duckdb"))
+    try:
+        con.execute("DROP TABLE build_info")
+    finally:
+        con.close()
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["store_bytes"] = (out / "wiki.duckdb").stat().st_size  # the store was changed on purpose
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError) as err:
+        Store.open(out)
+    assert str(err.value) == (
+        f"{out / 'wiki.duckdb'}: built by an older wikiground (format 3 or earlier, without a build_info table); "
+        "this version reads format 4: rebuild it with `wikiground index ...`"
+    )
+    manifest["schema_version"] = 3
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(
+        IndexFormatError, match=r"idx: built by an older wikiground \(format 3\); this version reads format 4"
+    ):
         with Retriever.open(out) as r:
             r.search("Aristotle tutored Alexander the Great.", 5)
 

@@ -324,7 +324,7 @@ def test_old_format_folder_says_rebuild(tmp_path, built):
     """A folder of the format-1 layout (vocabulary.json + matrix.npz) is refused with a word to rebuild it."""
     import backends
     from backends import tfidf
-    from wikiground.errors import IndexCorruptError
+    from wikiground.errors import IndexFormatError
 
     old = tmp_path / "idx" / "tfidf"
     old.mkdir(parents=True)
@@ -335,7 +335,9 @@ def test_old_format_folder_says_rebuild(tmp_path, built):
     params = {"type": "tfidf", "format_version": 1, "count": N_PASSAGES, "layout": "csc", "vectorizer": {}}
     (old / "params.json").write_text(json.dumps(params))
     for load in (lambda: tfidf.load(old), lambda: backends.load("tfidf", old.parent)):
-        with pytest.raises(IndexCorruptError, match=r"format 1 .*rebuild the index"):
+        with pytest.raises(
+            IndexFormatError, match=r"older wikiground \(format 1\); this version reads format 2: rebuild"
+        ):
             load()
 
 

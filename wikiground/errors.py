@@ -14,6 +14,7 @@ __all__ = [
     "BuildError",
     "IndexMissingError",
     "IndexCorruptError",
+    "IndexFormatError",
     "IndexChangedError",
     "IndexLockedError",
     "QueryError",
@@ -62,6 +63,32 @@ class IndexMissingError(WikigroundError):
 
 class IndexCorruptError(WikigroundError):
     """An index folder exists but cannot be read (wrong version, missing files)."""
+
+
+class IndexFormatError(IndexCorruptError):
+    """An index folder (or a cache) written by an older wikiground, in a format this version no longer reads.
+
+    ``found`` and ``reads`` name the two formats: a format number (``format N``), or, where a layout changed
+    under the same number, words for each layout."""
+
+    def __init__(
+        self,
+        where: object,
+        found: int | str,
+        reads: int | str,
+        *,
+        remedy: str = "rebuild it with `wikiground index ...`",
+    ):
+        self.where = str(where)
+        self.found = found
+        self.reads = reads
+        super().__init__(
+            f"{where}: built by an older wikiground ({_format(found)}); this version reads {_format(reads)}: {remedy}"
+        )
+
+
+def _format(version: int | str) -> str:
+    return f"format {version}" if isinstance(version, int) else version
 
 
 class IndexChangedError(WikigroundError):

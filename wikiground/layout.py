@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from wikiground.errors import IndexCorruptError, IndexMissingError
+from wikiground.errors import IndexCorruptError, IndexFormatError, IndexMissingError
 
 MANIFEST_FILE = "manifest.json"
 STORE_FILE = "wiki.duckdb"
@@ -72,13 +72,8 @@ def delta_dir(index_dir: str | Path) -> Path:
     return Path(index_dir) / DELTA_DIR
 
 
-def delta_path(index_dir: str | Path) -> Path:
-    """The single-file delta store of older versions (still read, as the oldest segment)."""
-    return Path(index_dir) / DELTA_DIR / STORE_FILE
-
-
 def delta_segments(index_dir: str | Path) -> list[Path]:
-    """The delta's segment files, oldest first (the single-file delta of older versions before any segment)."""
+    """The delta's segment files, oldest first."""
     folder = delta_dir(index_dir)
     try:
         names = sorted(
@@ -88,9 +83,13 @@ def delta_segments(index_dir: str | Path) -> list[Path]:
         )
     except (FileNotFoundError, NotADirectoryError):
         return []
-    if STORE_FILE in names:
-        names.remove(STORE_FILE)
-        names.insert(0, STORE_FILE)
+    if STORE_FILE in names:  # segments have names of their own; one file named as the store is the older delta
+        raise IndexFormatError(
+            folder / STORE_FILE,
+            "a delta of one file",
+            f"a delta of segments (delta/seg-*{DELTA_SEGMENT_SUFFIX})",
+            remedy="delete it (the pages it holds are fetched again live with --ingest-live)",
+        )
     return [folder / n for n in names]
 
 
@@ -175,8 +174,12 @@ def read_params(folder: str | Path, kind: str, format_version: int, *, required:
         raise IndexCorruptError(f"{path}: missing (rebuild the {kind} index)") from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise IndexCorruptError(f"{path}: unreadable: {exc}") from exc
-    if not isinstance(params, dict) or params.get("type") != kind or params.get("format_version") != format_version:
-        found = params if isinstance(params, dict) else {}
+    found = params if isinstance(params, dict) else {}
+    version = found.get("format_version")
+    if found.get("type") == kind and isinstance(version, int) and not isinstance(version, bool):
+        if version < format_version:
+            raise IndexFormatError(folder, version, format_version)
+    if found.get("type") != kind or version != format_version:
         raise IndexCorruptError(
             f"{path}: expected a {kind} index of format {format_version}, found "
             f"type={found.get('type')!r} format={found.get('format_version')!r}"

@@ -2,8 +2,7 @@
 
 Folder layout (``out_dir``): ``vectors.npy`` (float32 N x 384, L2-normalised, row = passage id),
 the passage table files (see passage_table.py), ``ivf_pq4fs.faiss`` and its lists ``ivf_pq4fs.lists``
-(backends/dense/ivf.py; ``ivf_pq.faiss`` or ``ivf_sq8.faiss`` in older builds) when the corpus has at least
-``exact_threshold`` passages, and ``params.json``
+(backends/dense/ivf.py) when the corpus has at least ``exact_threshold`` passages, and ``params.json``
 (written last: its presence marks a complete index). While building, ``shards/`` holds the resumable
 embedding shards (indexer/embed.py).
 
@@ -270,8 +269,7 @@ def _prepare_queries(encoder_backend: str | None) -> None:
 
 
 def _manifest_entry(params: dict, *, seconds: float) -> dict:
-    engines = {"exact": "exact numpy", "ivf_sq8+rerank": "faiss IVF-SQ8", "ivf_pq+rerank": "faiss IVF-PQ"}
-    engine = engines.get(params["index_type"], "faiss IVF-PQ fast-scan")
+    engine = "exact numpy" if params["index_type"] == "exact" else "faiss IVF-PQ fast-scan"
     return {
         "type": NAME,
         "engine": f"{params['model']} ({params['encoder_backend']}) + {engine}",

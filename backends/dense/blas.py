@@ -3,9 +3,9 @@
 A claim's products are small (a few queries against the rows of one block, or a few hundred re-ranked rows), and
 the retriever already runs its channels side by side on the cores. OpenBLAS's helper threads add nothing to such
 products, and after each one they spin for a while before they sleep, taking the cores that the encoder, Lucene
-and TF-IDF are using at that moment: without them a fused search on 2 cores took about half the time
-(benchmarks/RESULTS.md). Limiting them only around the channel's own products does not help: OpenBLAS starts its
-threads again, spinning, each time the count is raised back.
+and TF-IDF are using at that moment, so a fused search finishes sooner without them (benchmarks/RESULTS.md).
+Limiting them only around the channel's own products does not help: OpenBLAS starts its threads again, spinning,
+each time the count is raised back.
 
 So the limit is process-wide, like the torch encoder's ``torch.set_num_threads``: it is set once, when a dense
 index is loaded for searching (builds keep their threads). ``WIKIGROUND_BLAS_THREADS`` sets another count.

@@ -7,12 +7,11 @@ float32 rows. At 40M vectors that is 2.2 GB of lists, plus 39 MB of coarse centr
 and 24 KB of PQ codebooks: :func:`estimate` gives the figures for any N.
 
 Fast-scan keeps each list's codes in blocks of 32 vectors laid out for SIMD lookups in registers, so a probed
-list is scanned several times faster than 8-bit PQ codes are, and 96 sub-quantizers of 4 dimensions order
-candidates better than 64 of 6 at 8 bits: at 1M vectors it reached recall@10 0.95 in half the search time of
-8-bit PQ64, 72 bytes a vector (benchmarks/RESULTS.md). FAISS reads fast-scan lists into RAM, so the build writes
-them to a file of their own (``LISTS_FILE``, the layout of FAISS's ``OnDiskInvertedLists``: each list's code
-blocks, then its ids) and :func:`load` maps it: only the lists a query probes are read, and the resident set is
-bounded by the files.
+list is scanned faster than 8-bit PQ codes are, and 96 sub-quantizers of 4 dimensions order candidates better
+than 64 of 6 at 8 bits, in fewer bytes a vector (benchmarks/RESULTS.md compares the two). FAISS reads fast-scan
+lists into RAM, so the build writes them to a file of their own (``LISTS_FILE``, the layout of FAISS's
+``OnDiskInvertedLists``: each list's code blocks, then its ids) and :func:`load` maps it: only the lists a query
+probes are read, and the resident set is bounded by the files.
 
 Re-ranking: the PQ candidates (see :func:`candidates`) are re-scored with the exact float32 rows of
 ``vectors.npy``. Those rows are read with ``pread`` (:class:`RowReader`), not through a memory map: a mapping
@@ -26,8 +25,8 @@ training sample) used as queries, each row's own id excluded from both result li
 caller gives (``tune_queries``: encoded queries of the kind the index serves). It is stored in ``params.json``
 with the recall it reached and the queries it was measured on.
 
-Indexes built before (``index_type`` "ivf_pq+rerank", 8-bit PQ in ``ivf_pq.faiss``; "ivf_sq8+rerank",
-``ivf_sq8.faiss``) load and search the same way. faiss is imported lazily: ``import backends.dense`` stays light.
+Indexes of the IVF formats before fast-scan (``index_type`` "ivf_pq+rerank" or "ivf_sq8+rerank") are refused with
+:class:`IndexFormatError`. faiss is imported lazily: ``import backends.dense`` stays light.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wikiground.errors import BuildError, IndexCorruptError
+from wikiground.errors import BuildError, IndexCorruptError, IndexFormatError
 from wikiground.layout import atomic_path
 
 log = logging.getLogger(__name__)
@@ -51,16 +50,16 @@ log = logging.getLogger(__name__)
 INDEX_TYPE = "ivf_pq4fs+rerank"
 IVF_FILE = "ivf_pq4fs.faiss"
 LISTS_FILE = "ivf_pq4fs.lists"  # the inverted lists of IVF_FILE, memory-mapped
-INDEX_FILES = {INDEX_TYPE: IVF_FILE, "ivf_pq+rerank": "ivf_pq.faiss", "ivf_sq8+rerank": "ivf_sq8.faiss"}
-ALL_FILES = (*INDEX_FILES.values(), LISTS_FILE)
+ALL_FILES = (IVF_FILE, LISTS_FILE)
+OLDER_INDEX_TYPES = ("ivf_pq+rerank", "ivf_sq8+rerank")  # the IVF formats before fast-scan: refused by load()
 PQ_M = 96  # 4-bit sub-quantizers (4 dimensions each at dim 384); must divide the dimension
 PQ_BITS = 4  # fast-scan's code width
 BLOCK = 32  # vectors per fast-scan block (FAISS's bbs): a list's codes are stored in whole blocks
 ID_BYTES = 8  # FAISS stores an int64 id beside each code
 MIN_VECTORS = 64  # below this, exact search (the dense channel's default up to 1M vectors)
 TRAIN_PER_LIST = 64  # coarse k-means sample: FAISS needs >= 39 points per centroid
-# Candidates re-scored exactly for the top 10: with 96 four-bit codes, 300 of them kept recall@10 at 0.95 at 1M
-# vectors (benchmarks/RESULTS.md); each costs a 1.5 KB row read.
+# Candidates re-scored exactly for the top 10, as a multiple of 10: enough to reach RECALL_TARGET with 96 four-bit
+# codes (benchmarks/RESULTS.md), few enough that the row reads (1.5 KB each) stay small.
 RERANK_FACTOR = 30
 MIN_CANDIDATES = 100
 RECALL_K = 10
@@ -326,31 +325,30 @@ def _map_lists(lists, folder: Path) -> None:
 
 
 def load(folder: Path, params: dict):
-    """The memory-mapped IVF index of a dense folder (fast-scan, or the IVF-PQ / IVF-SQ8 of older builds)."""
+    """The memory-mapped fast-scan IVF index of a dense folder."""
     import faiss
 
+    folder = Path(folder)
     kind = params.get("index_type")
-    name = params.get("ivf_file") or INDEX_FILES.get(kind)
-    if name is None:
+    if kind in OLDER_INDEX_TYPES:
+        raise IndexFormatError(folder, f"format 1 with index_type {kind!r}", f"format 1 with index_type {INDEX_TYPE!r}")
+    if kind != INDEX_TYPE:
         raise IndexCorruptError(f"{folder}: unknown dense index_type {kind!r} in params.json")
-    path = Path(folder) / name
+    path = folder / IVF_FILE
     if not path.is_file():
         raise IndexCorruptError(f"{path}: missing")
     index = _read(path)
     ivf = faiss.extract_index_ivf(index)
     lists = faiss.downcast_InvertedLists(ivf.invlists)
-    if kind == INDEX_TYPE:
-        _map_lists(lists, Path(folder))
+    _map_lists(lists, folder)
     if index.ntotal != params["count"]:
         raise IndexCorruptError(f"{path}: {index.ntotal} vectors, params.json says {params['count']}")
     # Mapped lists come with FAISS's prefetch: up to 32 threads started per search to read the probed lists ahead,
-    # which pays for lists on a cold disk and only competes with the scan for them in the page cache (at 1M
-    # vectors, IVF-PQ64x8: 6.2 -> 4.5 ms a query without it).
-    if isinstance(lists, faiss.OnDiskInvertedLists):
-        lists.prefetch_nthread = 0
-    # Not parallel_mode 1 (the probed lists split among the threads for a lone query): 10.1 -> 8.0 ms p50 at 1M
-    # vectors searched alone, but with the encoder running in the same process (as every query does) no faster at
-    # p50 and 40 ms at p95, FAISS's OpenMP threads and torch's contending for the two cores.
+    # which pays for lists on a cold disk and only competes with the scan for them in the page cache.
+    lists.prefetch_nthread = 0
+    # Not parallel_mode 1 (the probed lists split among the threads for a lone query): it helps a search run alone,
+    # but every query runs the encoder in the same process, and FAISS's OpenMP threads then contend with torch's
+    # for the cores.
     ivf.nprobe = int(params.get("nprobe", 32))
     return index
 

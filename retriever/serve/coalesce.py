@@ -3,10 +3,10 @@ wait in a queue, and the next free lane answers everything queued with the same 
 (:class:`retriever.batch.BlockAnswerer`: each channel searches the block in one call, the store is asked once).
 
 A lone request is answered at once, by the single-claim path, so an idle server answers as fast as before; under
-load the blocks grow by themselves, and with them the claims per second (8 claims in one block cost about a third
-of 8 single searches on 2 cores: the channels' batch calls and the store's lookups are shared). One block runs at
-a time (``lanes``): a block already searches its channels side by side on both cores, and a second lane splits
-the waiting claims into smaller blocks (measured with 8 clients: more throughput and a lower p95 with one lane).
+load the blocks grow by themselves, and with them the claims per second (a block of claims costs far less than as
+many single searches: the channels' batch calls and the store's lookups are shared). One block runs at a time
+(``lanes``): a block already searches its channels side by side on every core, and a second lane would only split
+the waiting claims into smaller blocks, which share less.
 
 Each request's answer is its own: a block that fails is answered again claim by claim, so an error reaches only
 the request that caused it.
@@ -29,7 +29,7 @@ Answer = Callable[[list[tuple[Any, str]]], list[dict[str, Any]]]
 log = logging.getLogger(__name__)
 
 MAX_BLOCK = 32  # claims in one block: bounds the time one block takes
-LANES = 1  # one block at a time: two split the waiting claims into smaller blocks (measured: lower p95 with one)
+LANES = 1  # one block at a time: a second lane splits the waiting claims into smaller blocks, which share less
 # Under load (the last block held several claims), a drain waits this long for as many claims as the last block
 # held: the clients it answered send their next claims within milliseconds of each other, and a block started at
 # the first of them would leave the rest to wait for it. An idle server does not wait (after a loaded spell, its
