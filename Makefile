@@ -33,7 +33,7 @@ SHARED  ?= ../shared/data
 HOST    ?= 127.0.0.1
 PORT    ?= 8765
 
-.PHONY: install install-distributed index query serve lint format test test-slow test-data bench bench-scale clean distclean sample
+.PHONY: install install-distributed index query serve lint format test test-data bench bench-scale clean distclean sample
 
 install: $(STAMP)
 
@@ -99,9 +99,6 @@ format: $(STAMP)
 
 test: $(STAMP) test-data lint
 	$(PY) -m pytest -q
-
-test-slow: $(STAMP) test-data
-	$(PY) -m pytest -q -m slow
 
 bench: $(STAMP) $(DEFAULT_DUMP)
 	$(PY) -m benchmarks.run --shared $(SHARED)
