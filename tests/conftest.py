@@ -1,28 +1,48 @@
-"""Shared fixtures: paths to the real data in ../shared/data and one built index per session."""
+"""Shared fixtures: the tests' real data (committed under tests/data plus what `make test-data` fetches, laid out in
+one folder per session) and one built index per session. No test reads ../shared: a fresh clone and CI run the same."""
 
 from __future__ import annotations
 
-import os
+import atexit
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from tests.support.testdata import FETCHED, GENSIM_NAME, materialise
+
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("WIKIGROUND_SHARED_DATA", ROOT.parent / "shared" / "data"))
-DUMPS = SHARED / "dumps"
-GENSIM_DUMP = DUMPS / "gensim-enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+DATA = Path(tempfile.mkdtemp(prefix="wikiground-test-data-"))
+atexit.register(shutil.rmtree, DATA, ignore_errors=True)
+MISSING = materialise(DATA)
+DUMPS = DATA / "dumps"
+GENSIM_DUMP = DUMPS / GENSIM_NAME
 
 
-def pytest_collection_modifyitems(config, items):
-    if not SHARED.is_dir():
-        skip = pytest.mark.skip(reason=f"real data not found at {SHARED} (set WIKIGROUND_SHARED_DATA)")
-        for item in items:
-            item.add_marker(skip)
+def pytest_report_header(config):
+    fetched = ", ".join(str(p.relative_to(ROOT)) for p in MISSING) or "none missing"
+    return f"test data: {DATA} (tests/data + fetched by `make test-data`: {fetched})"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that failed on a fetched file which `make test-data` has not fetched is skipped, naming the file."""
+    outcome = yield
+    report = outcome.get_result()
+    if not (MISSING and report.failed and call.excinfo is not None):
+        return
+    text = str(report.longrepr)
+    lacking = [src for rel, src in FETCHED.items() if src in MISSING and rel.name in text]
+    if lacking:
+        names = ", ".join(str(p.relative_to(ROOT)) for p in lacking)
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {names} missing (run `make test-data`)")
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    return SHARED
+def data_dir() -> Path:
+    return DATA
 
 
 @pytest.fixture(scope="session")

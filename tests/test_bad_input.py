@@ -336,9 +336,9 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
 
 
 @pytest.mark.parametrize("first", ['{"title": "Cut short", "sentences": ["It ends', '{"title": Unquoted}'])
-def test_jsonl_with_a_bad_first_line_fails_at_once_in_bounded_memory(tmp_path, shared_data, first):
+def test_jsonl_with_a_bad_first_line_fails_at_once_in_bounded_memory(tmp_path, data_dir, first):
     """A 200 MB JSONL with a bad first line was read whole into memory (about 2.3x its size) before the error."""
-    corpus = (shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl").read_bytes()
+    corpus = (data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl").read_bytes()
     src = tmp_path / "big.jsonl"
     with src.open("wb") as fh:
         fh.write(first.encode() + b"\n")

@@ -17,10 +17,10 @@ import time
 import pytest
 
 from retriever.batch_search import search_many
-from tests.conftest import ROOT, SHARED
+from tests.conftest import DATA, ROOT
 from wikiground.errors import QueryError, WikigroundError
 
-FEVER_FIXTURE_CLAIMS = SHARED / "claims" / "fever_dev_fixture_dumps.jsonl"
+FEVER_FIXTURE_CLAIMS = DATA / "claims" / "fever_dev_fixture_dumps.jsonl"
 
 
 def _main(*args: str) -> int:

@@ -18,9 +18,9 @@ N_PAGES = 300
 PAGE_ID_OFFSET = 1000  # page ids differ from passage ids, so a mix-up shows
 
 
-def _abstracts(shared: Path, n: int) -> list[tuple[str, str]]:
+def _abstracts(data: Path, n: int) -> list[tuple[str, str]]:
     rows = []
-    with (shared / "corpora" / "hotpotqa2017_abstracts.jsonl").open(encoding="utf-8") as f:
+    with (data / "corpora" / "hotpotqa2017_abstracts.jsonl").open(encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
             rows.append((html.unescape(row["title"]), " ".join(row["sentences"])))
@@ -51,8 +51,8 @@ def make_store(path: Path, docs: list[tuple[str, str]]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def docs(shared_data) -> list[tuple[str, str]]:
-    return _abstracts(shared_data, N_PAGES)
+def docs(data_dir) -> list[tuple[str, str]]:
+    return _abstracts(data_dir, N_PAGES)
 
 
 @pytest.fixture(scope="module")

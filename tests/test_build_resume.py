@@ -7,13 +7,13 @@ import logging
 
 import pytest
 
-from tests.conftest import SHARED
+from tests.conftest import DATA
 from wikiground.errors import BuildError
 
 
 @pytest.fixture()
 def corpus(tmp_path):
-    lines = (SHARED / "corpora" / "hotpotqa2017_abstracts.jsonl").read_text(encoding="utf-8").splitlines()[:40]
+    lines = (DATA / "corpora" / "hotpotqa2017_abstracts.jsonl").read_text(encoding="utf-8").splitlines()[:40]
     p = tmp_path / "abstracts.jsonl"
     p.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return p

@@ -40,8 +40,8 @@ REMOTE = [
 
 
 @pytest.fixture(scope="module")
-def vital(shared_data):
-    return shared_data / "corpora" / "vital_articles_summaries.json"
+def vital(data_dir):
+    return data_dir / "corpora" / "vital_articles_summaries.json"
 
 
 @pytest.fixture(scope="module")

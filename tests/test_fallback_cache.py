@@ -33,9 +33,9 @@ class NoNetwork(httpx.BaseTransport):
 
 
 @pytest.fixture(scope="module")
-def corpus(shared_data):
-    return pages_from_vital(shared_data / "corpora" / "vital_articles_summaries.json", limit=3000) | pages_from_vital(
-        shared_data / "corpora" / "vital_articles_summaries.json",
+def corpus(data_dir):
+    return pages_from_vital(data_dir / "corpora" / "vital_articles_summaries.json", limit=3000) | pages_from_vital(
+        data_dir / "corpora" / "vital_articles_summaries.json",
         titles=["Mogadishu", "Aristotle", "Athens", "Cretaceous", "Mercury (planet)", "Somalia"],
     )
 

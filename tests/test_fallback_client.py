@@ -34,8 +34,8 @@ CONTACT = "https://example.org/wikiground-tests; tests@example.org"
 
 
 @pytest.fixture(scope="module")
-def vital(shared_data):
-    return shared_data / "corpora" / "vital_articles_summaries.json"
+def vital(data_dir):
+    return data_dir / "corpora" / "vital_articles_summaries.json"
 
 
 @pytest.fixture(scope="module")
@@ -362,11 +362,11 @@ def test_search_with_intros_is_one_request(wiki, corpus):
     assert all(intros[t].extract == corpus[t].intro and intros[t].url and intros[t].pageid for t in intros)
 
 
-def test_search_with_intros_reads_the_real_combined_answer(shared_data):
+def test_search_with_intros_reads_the_real_combined_answer(data_dir):
     """The real API's answer to a list=search beside a generator (recorded by the Wikipedia Android app): pages[]
     ordered by pageid with an "index" rank, the search list and its suggestion. Served by a mock transport: no
     socket is opened."""
-    recorded = shared_data / "mediawiki_api" / "search" / "android_prefixsearch_plus_search_suggestion_v2.json"
+    recorded = data_dir / "mediawiki_api" / "search" / "android_prefixsearch_plus_search_suggestion_v2.json"
     body = json.loads(recorded.read_text(encoding="utf-8"))
     with httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json=body))) as http:
         api = WikiApi(

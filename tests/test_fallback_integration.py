@@ -32,8 +32,8 @@ class NoNetwork(httpx.BaseTransport):
 
 
 @pytest.fixture(scope="module")
-def vital(shared_data):
-    return shared_data / "corpora" / "vital_articles_summaries.json"
+def vital(data_dir):
+    return data_dir / "corpora" / "vital_articles_summaries.json"
 
 
 @pytest.fixture(scope="module")
@@ -321,14 +321,14 @@ def test_a_title_match_keeps_the_function_words_a_name_capitalises():
     assert missing_entities([m("Tunnels and Trolls"), m("I'd Come")], covered=covered) == []
 
 
-def test_live_bridges_fetch_the_second_hop_that_the_index_lacks(shared_data, tmp_path):
+def test_live_bridges_fetch_the_second_hop_that_the_index_lacks(data_dir, tmp_path):
     """Every entity of the question is local ("Ralph Hefferline"), so plain --on-the-fly asks nothing; with
     live_bridges the names in his page's closest sentence that resolve to no local page ("Columbia University")
     are asked for in one request, and the page found follows the local evidence."""
     from indexer.build import build_index
     from tests.support.fakewiki import pages_from_hotpot
 
-    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    corpus = data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl"
     src = tmp_path / "local.jsonl"
     with src.open("w", encoding="utf-8") as fh:
         for page in pages_from_hotpot(corpus, titles=["Ralph Hefferline"]).values():
@@ -363,13 +363,13 @@ MANAFORT_CLAIM = (
 
 
 @pytest.fixture(scope="module")
-def hotpot_split(shared_data, tmp_path_factory):
+def hotpot_split(data_dir, tmp_path_factory):
     """Real HotpotQA pages: 300 in a local TF-IDF index, 300 others, the pages titled after Donald Trump (who has
     no page on either side) and "Paul Manafort" only behind the server."""
     from indexer.build import build_index
     from tests.support.fakewiki import pages_from_hotpot
 
-    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    corpus = data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl"
     pages = pages_from_hotpot(corpus, limit=600)
     trump = {t: p for t, p in pages_from_hotpot(corpus).items() if "Donald Trump" in t and t != "Donald Trump"}
     remote = dict(list(pages.items())[300:]) | trump | pages_from_hotpot(corpus, titles=["Paul Manafort"])

@@ -19,8 +19,8 @@ CONTACT = "tests@example.org"
 
 
 @pytest.fixture(scope="module")
-def corpus(shared_data) -> dict[str, FakePage]:
-    pages = pages_from_vital(shared_data / "corpora" / "vital_articles_summaries.json")
+def corpus(data_dir) -> dict[str, FakePage]:
+    pages = pages_from_vital(data_dir / "corpora" / "vital_articles_summaries.json")
     pages["Mercury"] = FakePage(
         "Mercury",
         stable_id("Mercury"),
@@ -171,22 +171,22 @@ def test_search_folds_plurals_like_cirrussearch(small_wiki):
     assert "Polar bear" in [e.title for e in result.evidence]
 
 
-def pages_fetched(shared_data, titles: list[str], claim: str, missing: list[str]) -> list[str]:
+def pages_fetched(data_dir, titles: list[str], claim: str, missing: list[str]) -> list[str]:
     """Titles of the pages a fallback run fetches from a FakeWiki holding these real HotpotQA pages."""
     from tests.support.fakewiki import pages_from_hotpot
 
-    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=titles)
+    pages = pages_from_hotpot(data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=titles)
     with FakeWiki(pages) as w:
         return [p.title for p in fallback(w).retrieve(claim, missing, k=5).pages]
 
 
-def test_bridge_names_in_a_found_intro_are_fetched(shared_data):
+def test_bridge_names_in_a_found_intro_are_fetched(data_dir):
     """A bridge claim names one page; the page names the answer ("founded by Henry J. Kaiser"). The names in
     the intro's sentences closest to the claim are resolved in one request; the scorer ranks what they find."""
     from tests.support.fakewiki import pages_from_hotpot
 
     pages = pages_from_hotpot(
-        shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl",
+        data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl",
         titles=["Kaiser Ventures", "Henry J. Kaiser", "Korean War", "World War II"],
     )
     claim = (
@@ -202,13 +202,13 @@ def test_bridge_names_in_a_found_intro_are_fetched(shared_data):
         assert len(bridge_lookup) == 1 and len(bridge_lookup[0].split("|")) > 1  # all names in one request
 
 
-def test_a_bridge_page_is_evidence_even_when_its_intro_shares_few_words_with_the_claim(shared_data):
+def test_a_bridge_page_is_evidence_even_when_its_intro_shares_few_words_with_the_claim(data_dir):
     """The second hop answers the part of the question the first page does not: "Kelly Osbourne", named by the
     local page "2014 Young Hollywood Awards" ("Kelly Osbourne hosted the show"), shares only "British
     singer-songwriter" with the question, yet it is the page the question asks for."""
     from tests.support.fakewiki import pages_from_hotpot
 
-    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    corpus = data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl"
     local = pages_from_hotpot(corpus, titles=["2014 Young Hollywood Awards"])["2014 Young Hollywood Awards"]
     remote = pages_from_hotpot(corpus, titles=["Kelly Osbourne", "Justin Bieber", "Vanessa Hudgens"])
     claim = "What British singer-songwriter hosted the 16th Annual Young Hollywood Awards?"
@@ -224,11 +224,11 @@ def test_a_bridge_page_is_evidence_even_when_its_intro_shares_few_words_with_the
     assert [e.title for e in result.evidence][0] == "Kelly Osbourne"
 
 
-def test_bridge_names_in_the_local_context_are_fetched_with_the_same_request(shared_data):
+def test_bridge_names_in_the_local_context_are_fetched_with_the_same_request(data_dir):
     """When a claim is looked up anyway, the best local evidence is read for bridge names too."""
     from tests.support.fakewiki import pages_from_hotpot
 
-    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    corpus = data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl"
     local = pages_from_hotpot(corpus, titles=["Ralph Hefferline"])["Ralph Hefferline"]
     remote = pages_from_hotpot(corpus, titles=["Columbia University"])
     claim = "Ralph Hefferline was a psychology professor at a university that is located in what city?"
@@ -246,7 +246,7 @@ def test_bridge_names_in_the_local_context_are_fetched_with_the_same_request(sha
         assert len(asked) == 1 and "Ralph Franklin Hefferline" in asked[0]  # all the bridge names in one request
 
 
-def test_bridge_name_keeps_the_period_of_jr(shared_data):
+def test_bridge_name_keeps_the_period_of_jr(data_dir):
     """Wikipedia titles keep the period of "Jr." ("Harry Connick Jr."): the bridge name found in an intro is
     asked for under that title, and the page is fetched."""
     from backends.entities import names_in
@@ -261,10 +261,10 @@ def test_bridge_name_keeps_the_period_of_jr(shared_data):
         "that has had how many top 20 US albums?"
     )
     soundtrack = "When Harry Met Sally... (soundtrack)"
-    assert "Harry Connick Jr." in pages_fetched(shared_data, [soundtrack, "Harry Connick Jr."], claim, [soundtrack])
+    assert "Harry Connick Jr." in pages_fetched(data_dir, [soundtrack, "Harry Connick Jr."], claim, [soundtrack])
 
 
-def test_bridge_place_name_is_asked_for_as_town_comma_region(shared_data):
+def test_bridge_place_name_is_asked_for_as_town_comma_region(data_dir):
     """Wikipedia titles places "Town, Region": a bridge name written so in an intro is asked for whole (a site
     without a redirect from "Southaven" still answers), and its parts stay names of their own."""
     from backends.entities import names_in
@@ -274,11 +274,11 @@ def test_bridge_place_name_is_asked_for_as_town_comma_region(shared_data):
     assert {"Memphis", "Mississippi", "Landers Center"} <= set(names)
     claim = "The Memphis Hustle are based in a suburb of a city with a population of what in 2010?"
     assert "Southaven, Mississippi" in pages_fetched(
-        shared_data, ["Memphis Hustle", "Southaven, Mississippi"], claim, ["Memphis Hustle"]
+        data_dir, ["Memphis Hustle", "Southaven, Mississippi"], claim, ["Memphis Hustle"]
     )
 
 
-def test_bridge_names_inside_a_name_are_asked_for_too(shared_data):
+def test_bridge_names_inside_a_name_are_asked_for_too(data_dir):
     """ "created by Nick Park of Aardman Animations": the person and the company are names of their own, asked for
     in the same request as the whole span; a rank word before a name is dropped ("King George V" -> "George V")."""
     from backends.entities import names_in
@@ -292,11 +292,11 @@ def test_bridge_names_inside_a_name_are_asked_for_too(shared_data):
     ]  # one word before "of": one name, not split
     claim = "In which year was the King who made the 1925 Birthday Honours born?"
     assert "George V" in pages_fetched(
-        shared_data, ["1925 Birthday Honours", "George V"], claim, ["1925 Birthday Honours"]
+        data_dir, ["1925 Birthday Honours", "George V"], claim, ["1925 Birthday Honours"]
     )
 
 
-def test_bridge_name_in_quotes_is_asked_for_as_one_title(shared_data):
+def test_bridge_name_in_quotes_is_asked_for_as_one_title(data_dir):
     """A quoted title in an intro ("Read It and Weep") is one bridge name, not the capitalised runs inside it
     ("Read It", "Weep"), and the page under that title is fetched."""
     from backends.entities import names_in
@@ -307,11 +307,11 @@ def test_bridge_name_in_quotes_is_asked_for_as_one_title(shared_data):
     assert names == ["Disney", "Stuck in the Suburbs", "Read It and Weep", "Kay Panabaker"]
     claim = "In which 2006 Disney film did Danielle Panabaker star alongside her younger sister?"
     assert "Read It and Weep" in pages_fetched(
-        shared_data, ["Danielle Panabaker", "Read It and Weep"], claim, ["Danielle Panabaker"]
+        data_dir, ["Danielle Panabaker", "Read It and Weep"], claim, ["Danielle Panabaker"]
     )
 
 
-def test_pages_the_claim_names_come_first_among_live_evidence(shared_data):
+def test_pages_the_claim_names_come_first_among_live_evidence(data_dir):
     """A page the claim names answers the claim's own entity: it comes before search hits that share more words
     with the claim ("Local H", whose intro says "American", after four "United States" pages)."""
     from tests.support.fakewiki import pages_from_hotpot
@@ -323,7 +323,7 @@ def test_pages_the_claim_names_come_first_among_live_evidence(shared_data):
         "Conscription in the United States",
         "The Humane Society of the United States",
     ]
-    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=titles)
+    pages = pages_from_hotpot(data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=titles)
     claim = "Are Local H and For Against both from the United States?"
     with FakeWiki(pages) as w:
         result = fallback(w, min_relevance=0.2).retrieve(claim, ["Local H", "For Against", "United States"], k=4)
@@ -332,12 +332,12 @@ def test_pages_the_claim_names_come_first_among_live_evidence(shared_data):
     assert len(found) == 4  # the search hits follow
 
 
-def test_a_bridge_page_already_fetched_by_a_search_is_evidence(shared_data):
+def test_a_bridge_page_already_fetched_by_a_search_is_evidence(data_dir):
     """The local page "SuperMansion" names its stars; the search for "Workaholics" has already fetched one of them,
     "Jillian Bell". Named by the bridge sentence, her page is a bridge page all the same: evidence whatever its score."""
     from tests.support.fakewiki import pages_from_hotpot
 
-    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    corpus = data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl"
     local = pages_from_hotpot(corpus, titles=["SuperMansion"])["SuperMansion"]
     remote = pages_from_hotpot(corpus, titles=["Jillian Bell", "Bryan Cranston"])
     claim = "SuperMansion starred the actress who had a recurring role as whom on Workaholics?"
@@ -356,14 +356,14 @@ def test_a_bridge_page_already_fetched_by_a_search_is_evidence(shared_data):
     assert not [t for t in asked if ", " in t]  # a list of stars is no "Town, Region" pair
 
 
-def test_the_first_hop_of_a_bridge_is_the_page_the_claim_names(shared_data):
+def test_the_first_hop_of_a_bridge_is_the_page_the_claim_names(data_dir):
     """The names for the second hop are read from the page the claim names ("127 Hours": "The film stars James
     Franco as Aron Ralston") before search hits that the scorer ranks higher (here: every other page)."""
     from fallback.relevance import FunctionScorer
     from tests.support.fakewiki import pages_from_hotpot
 
     titles = ["127 Hours", "James Franco", "Academy Award for Best Film Editing", "Danny Boyle"]
-    pages = pages_from_hotpot(shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=titles)
+    pages = pages_from_hotpot(data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl", titles=titles)
     claim = 'Flyboys stars which actor who was nominated for an Academy Award for "127 Hours"?'
     scorer = FunctionScorer(lambda _claim, texts: [0.1 if t.startswith("127 Hours") else 1.0 for t in texts])
     with FakeWiki(pages) as w:
@@ -372,7 +372,7 @@ def test_the_first_hop_of_a_bridge_is_the_page_the_claim_names(shared_data):
     assert "Aron Ralston" in result.state.titles  # asked for: a name from the sentence of "127 Hours"
 
 
-def test_an_office_before_a_bridge_name_is_dropped(shared_data):
+def test_an_office_before_a_bridge_name_is_dropped(data_dir):
     """ "signed by ... Austrian Prime Minister Engelbert Dollfuss": the person is asked for without the adjective
     of nationality and the office before the name."""
     from backends.entities import names_in
@@ -388,17 +388,17 @@ def test_an_office_before_a_bridge_name_is_dropped(shared_data):
     assert names_in("It lies in Casino, New South Wales, Australia.")[0] == "Casino, New South Wales"
     claim = "The Rome Protocols were signed by three Prime Ministers one of which was assassinated as part of what?"
     assert "Engelbert Dollfuss" in pages_fetched(
-        shared_data, ["Rome Protocols", "Engelbert Dollfuss"], claim, ["Rome Protocols", "Prime Ministers"]
+        data_dir, ["Rome Protocols", "Engelbert Dollfuss"], claim, ["Rome Protocols", "Prime Ministers"]
     )
 
 
-def test_the_best_local_evidence_is_read_for_bridge_names_before_search_hits(shared_data, monkeypatch):
+def test_the_best_local_evidence_is_read_for_bridge_names_before_search_hits(data_dir, monkeypatch):
     """When no page the claim names was found ("Back", "Mono"), the best local evidence is the likelier first hop
     than keyword hits: its closest sentence ("The first track, 'To Know Him Is to Love Him' ...") is read before
     the hits' sentences fill the one request's titles."""
     from tests.support.fakewiki import pages_from_hotpot
 
-    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    corpus = data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl"
     local = pages_from_hotpot(corpus, titles=["Back to Mono (1958–1969)"])["Back to Mono (1958–1969)"]
     remote = pages_from_hotpot(
         corpus,
@@ -425,12 +425,12 @@ def test_the_best_local_evidence_is_read_for_bridge_names_before_search_hits(sha
     assert "To Know Him Is to Love Him" in [p.title for p in result.pages]
 
 
-def test_a_second_hop_alone_asks_only_for_names_the_local_index_lacks(shared_data):
+def test_a_second_hop_alone_asks_only_for_names_the_local_index_lacks(data_dir):
     """``bridge`` reads the local evidence's closest sentences; the names ``known`` returns are not asked for, and
     when it knows them all no request is made."""
     from tests.support.fakewiki import pages_from_hotpot
 
-    corpus = shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl"
+    corpus = data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl"
     local = pages_from_hotpot(corpus, titles=["Ralph Hefferline"])["Ralph Hefferline"]
     claim = "Ralph Hefferline was a psychology professor at a university that is located in what city?"
     with FakeWiki(pages_from_hotpot(corpus, titles=["Columbia University"])) as w:
@@ -444,7 +444,7 @@ def test_a_second_hop_alone_asks_only_for_names_the_local_index_lacks(shared_dat
         assert none.requests == 0 and len(w.requests) == n and none.status == STATUS_FAILED
 
 
-def test_a_joined_name_with_a_page_replaces_its_words(shared_data):
+def test_a_joined_name_with_a_page_replaces_its_words(data_dir):
     """ "Wolf and Sheep" is asked for beside "Wolf" and "Sheep" (one request): it has a page, so the words are no
     names of their own, neither kept nor searched for. Without that page, the words are looked up as usual."""
     film = FakePage(

@@ -1,5 +1,5 @@
 """The index folder's lifecycle (issue 20): a build replaces only a folder of ours and never an input, builds take
-turns, a reader never mixes two builds, and damaged or missing parts are named. Real corpora from shared/data."""
+turns, a reader never mixes two builds, and damaged or missing parts are named. Real corpora from tests/data."""
 
 from __future__ import annotations
 
@@ -37,13 +37,13 @@ def _write_jsonl(path, rows) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def corpora(shared_data, tmp_path_factory):
+def corpora(data_dir, tmp_path_factory):
     """Two different real corpora: vital-article leads (A) and HotpotQA intros (B), title -> text each."""
     root = tmp_path_factory.mktemp("corpora")
-    vital = json.loads((shared_data / "corpora" / "vital_articles_summaries.json").read_text(encoding="utf-8"))
+    vital = json.loads((data_dir / "corpora" / "vital_articles_summaries.json").read_text(encoding="utf-8"))
     a_rows = [(r["title"], r["extract"]) for r in list(vital.values())[:PAGES] if r["extract"].strip()]
     b_rows = []
-    with (shared_data / "corpora" / "hotpotqa2017_abstracts.jsonl").open(encoding="utf-8") as fh:
+    with (data_dir / "corpora" / "hotpotqa2017_abstracts.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
             if "&" not in row["title"] and len(" ".join(row["sentences"]).split()) > 30:

@@ -15,13 +15,13 @@ import pytest
 
 from indexer.build import build_index
 from indexer.schema import TABLES
-from tests.conftest import DUMPS, GENSIM_DUMP, ROOT, SHARED
+from tests.conftest import DATA, DUMPS, GENSIM_DUMP, ROOT
 
 LTG = DUMPS / "dumpster-dive-smallwiki-ltgwiki-pages-articles.xml.bz2"
 WIKIBRAIN = DUMPS / "wikibrain-en_test.xml"
 W2V = DUMPS / "wikipedia2vec-enwiki-pages-articles-sample.xml.bz2"
-HOTPOT = SHARED / "corpora" / "hotpotqa2017_abstracts.jsonl"
-VITAL = SHARED / "corpora" / "vital_articles_summaries.json"
+HOTPOT = DATA / "corpora" / "hotpotqa2017_abstracts.jsonl"
+VITAL = DATA / "corpora" / "vital_articles_summaries.json"
 
 
 def query(path, sql, *params):

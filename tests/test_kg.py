@@ -10,11 +10,11 @@ import pytest
 
 from indexer.triples import infobox_link_targets, link_relation, normalise_relation
 from indexer.wikitext import parse_wikitext
-from tests.conftest import SHARED
+from tests.conftest import DATA
 from wikiground.errors import ConfigError, IndexMissingError
 
-HOTPOT = SHARED / "corpora" / "hotpotqa2017_abstracts.jsonl"
-HOTPOT_CLAIMS = SHARED / "claims" / "hotpotqa_dev_multihop.jsonl"
+HOTPOT = DATA / "corpora" / "hotpotqa2017_abstracts.jsonl"
+HOTPOT_CLAIMS = DATA / "claims" / "hotpotqa_dev_multihop.jsonl"
 # A real HotpotQA dev question whose two gold pages ("Gum Wall", "San Luis Obispo, California") both name the
 # place, and whose other entity ("Bubblegum Alley") names it too.
 BRIDGE_ID = "5ae0006755429925eb1afbd3"
@@ -105,7 +105,7 @@ def test_objects_resolve_after_redirects(tmp_path):
     from indexer.build import build_index
 
     out = tmp_path / "index"
-    build_index([SHARED / "dumps" / "wikibrain-en_test.xml"], out, indexes=(), workers=1)
+    build_index([DATA / "dumps" / "wikibrain-en_test.xml"], out, indexes=(), workers=1)
     # "Panjabi" links to [[Panjabi language]], a redirect to "Punjabi language", which the dump holds.
     rows = triples(out, "subject_title = 'Panjabi' AND object_title = 'Panjabi language'")
     target = triples(out, "subject_title = 'Punjabi language' LIMIT 1")
@@ -231,7 +231,7 @@ def test_live_pages_add_their_links_and_categories_to_kg_paths(tmp_path):
     from retriever import Retriever
     from tests.support.fakewiki import FakeWiki, pages_from_vital
 
-    vital = SHARED / "corpora" / "vital_articles_summaries.json"
+    vital = DATA / "corpora" / "vital_articles_summaries.json"
     local = {"Plato", "Athens", "Aristotle"}
     src = tmp_path / "local.jsonl"
     rows = json.loads(vital.read_text(encoding="utf-8")).values()

@@ -171,7 +171,7 @@ def test_cli_multihop(index, capsys):
     assert SECOND in {e["title"] for e in out["evidence"]}
 
 
-def test_multihop_with_on_the_fly_looks_up_only_what_the_index_lacks(index, shared_data, tmp_path):
+def test_multihop_with_on_the_fly_looks_up_only_what_the_index_lacks(index, data_dir, tmp_path):
     """With ``on_the_fly`` the hops' local evidence is the context of the live fallback: a name the fragment
     lacks ("Socrates") is fetched live; a claim whose entities are all local makes no request."""
     from fallback.settings import FallbackSettings
@@ -179,7 +179,7 @@ def test_multihop_with_on_the_fly_looks_up_only_what_the_index_lacks(index, shar
     from retriever.multihop import MultiHopParams, MultiHopRetriever
     from tests.support.fakewiki import FakeWiki, pages_from_vital
 
-    pages = pages_from_vital(shared_data / "corpora" / "vital_articles_summaries.json", titles=["Socrates", "Plato"])
+    pages = pages_from_vital(data_dir / "corpora" / "vital_articles_summaries.json", titles=["Socrates", "Plato"])
     with (
         FakeWiki(pages) as w,
         Retriever.open(

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, SHARED
+from tests.conftest import DATA, ROOT
 
 GENSIM = "gensim-enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 BAD_QUERIES = [
@@ -27,7 +27,7 @@ BAD_QUERIES = [
 
 
 def fixture_claims() -> list[dict]:
-    rows = [json.loads(line) for line in (SHARED / "claims" / "fever_dev_fixture_dumps.jsonl").open()]
+    rows = [json.loads(line) for line in (DATA / "claims" / "fever_dev_fixture_dumps.jsonl").open()]
     return [r for r in rows if GENSIM in r["in_dump"]]
 
 

@@ -60,8 +60,8 @@ def _comment_quotes(source: str) -> list[tuple[int, str]]:
     ]
 
 
-def test_no_comment_quotes_a_dev_claim(shared_data):
-    claims_dir = shared_data / "claims"
+def test_no_comment_quotes_a_dev_claim(data_dir):
+    claims_dir = data_dir / "claims"
     if not claims_dir.is_dir():
         pytest.skip(f"no dev claims at {claims_dir}")
     texts = []

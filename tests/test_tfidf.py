@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from indexer.schema import DDL
-from tests.conftest import ROOT, SHARED
+from tests.conftest import DATA, ROOT
 
 N_PASSAGES = 200
 STEP = 28  # every 28th abstract: a spread over the alphabetically sorted file
@@ -30,7 +30,7 @@ QUERIES = [
 
 def make_store(path: Path, *, n: int = N_PASSAGES, step: int = STEP) -> list[dict]:
     """A store with one passage per abstract (passage ids 0..n-1); returns the records."""
-    lines = (SHARED / "corpora" / "hotpotqa2017_abstracts.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = (DATA / "corpora" / "hotpotqa2017_abstracts.jsonl").read_text(encoding="utf-8").splitlines()
     recs = [json.loads(line) for line in lines[::step][:n]]
     con = duckdb.connect(str(path))
     con.execute(DDL)

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from indexer.chunking import chunk_page, chunk_section, split_sentences
 from indexer.parsed import ParsedPage
 from indexer.wikitext import DISAMBIGUATION_TEMPLATES, is_redirect, parse_wikitext
-from tests.conftest import GENSIM_DUMP, SHARED
+from tests.conftest import DATA, GENSIM_DUMP
 
 MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|<ref|\{\|")
-WIKITEXT_PAGES = SHARED / "wikitext_pages"
+WIKITEXT_PAGES = DATA / "wikitext_pages"
 
 
 def all_texts(page: ParsedPage) -> list[str]:
