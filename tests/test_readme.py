@@ -81,6 +81,10 @@ def _shell_lines(block: Snippet) -> list[Snippet]:
     for offset, line in enumerate(block.text.splitlines(), 1):
         if not pending:
             first = block.line + offset
+        try:  # a quote left open: the shell keeps a backslash and line break inside quotes
+            shlex.split(line.rstrip("\\"), comments=True)
+        except ValueError as exc:
+            raise AssertionError(f"{block.path}:{block.line + offset}: {exc}") from None
         pending += line.rstrip("\\").rstrip() + " " if line.endswith("\\") else line
         if not line.endswith("\\"):
             tokens = shlex.split(pending, comments=True)
