@@ -10,13 +10,13 @@ from indexer.store import Store
 
 
 @pytest.fixture(scope="module")
-def vital_store(shared_data, tmp_path_factory):
+def vital_store(data_dir, tmp_path_factory):
     """The 10,033 vital-article leads in a store (no search index): its pages table alone is larger than the
     small buffer pools below."""
     from indexer.build import build_index
 
     out = tmp_path_factory.mktemp("vital") / "index"
-    build_index([shared_data / "corpora" / "vital_articles_summaries.json"], out, indexes=())
+    build_index([data_dir / "corpora" / "vital_articles_summaries.json"], out, indexes=())
     return out
 
 

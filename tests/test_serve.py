@@ -265,9 +265,13 @@ def test_sigterm_is_graceful(server, url):
         r = httpx.post(f"{url}/search/batch", json=[{"claim": CLAIM}] * 40, timeout=120)
         results.extend([r.status_code, len(r.text.splitlines())])
 
+    def batches() -> int:
+        return httpx.get(f"{url}/stats", timeout=60).json()["requests"].get("search/batch", 0)
+
+    before = batches()  # earlier tests of this module sent batches too: wait for this one's
     t = threading.Thread(target=batch)
     t.start()
-    while httpx.get(f"{url}/stats", timeout=60).json()["requests"].get("search/batch", 0) == 0:
+    while batches() == before:
         time.sleep(0.02)
     proc.send_signal(signal.SIGTERM)  # the batch is in flight
     assert proc.wait(timeout=60) == 0
