@@ -2,9 +2,11 @@
 
 Each passage becomes one Lucene document ``{"id": passage_id, "contents": "title. heading. text",
 "title": title, "page_id": page_id}``: ``contents`` and ``title`` are analysed (Porter stemming,
-stopwords removed), positions and document vectors are stored, and the raw JSON is kept so a hit
-carries its page id and title without touching DuckDB. Queries score both fields (bag of words;
-``title`` weighted by ``title_boost``), so a claim naming an entity favours that entity's page.
+stopwords removed) and indexed with their term frequencies only. Lucene stores no positions (no feature runs
+phrase or proximity queries), no document vectors (no query expansion reads them) and no raw JSON (a hit's page
+and title come from the passage table, its text from the store), which keeps the index a fraction of the size.
+Queries score both fields (bag of words; ``title`` weighted by ``title_boost``), so a claim naming an entity
+favours that entity's page.
 
 The index folder holds ``lucene/`` (the Lucene index), the passage table files (backends/passage_table.py),
 ``doc_passages.npy`` (each Lucene document's passage id) and ``params.json``.
@@ -139,7 +141,7 @@ def _index_passages(
     from pyserini.index.lucene import LuceneIndexer
 
     total = _count_passages(db_path)
-    args = ["-index", str(lucene_dir), "-fields", "title", "-storePositions", "-storeDocvectors", "-storeRaw"]
+    args = ["-index", str(lucene_dir), "-fields", "title"]
     indexer = LuceneIndexer(args=args, threads=threads)
     _fit_buffer(indexer.object)
     added = 0
@@ -312,9 +314,9 @@ class BM25Backend:
         return [self._search(text, k) if text else [] for text in map(prepare_query, queries)]
 
     def warm(self, *, searches: int = WARM_SEARCHES, seconds: float = WARM_SECONDS, k: int = 50) -> int:
-        """Search the openings of the index's own passages (``WARM_WORDS`` words: a claim's length, the title
-        first), spread over the corpus, until ``searches`` are done or ``seconds`` have passed, so that Java has
-        compiled the search code before the first real query. Once a process: compiled code outlives an index
+        """Search the titles of the index's own pages (at most ``WARM_WORDS`` words), spread over the corpus, until
+        ``searches`` are done or ``seconds`` have passed, so that Java has compiled the search code before the
+        first real query. Once a process: compiled code outlives an index
         (a reloaded one is not warmed again). Returns the searches run."""
         self._open_searcher()
         if _WARMED.is_set() or not self.documents:
@@ -330,11 +332,13 @@ class BM25Backend:
         return done
 
     def _opening(self, doc: int) -> str:
+        """A query for document ``doc``: its page's title (what a claim names first)."""
         try:
-            raw = self._open_searcher().doc(doc).get("raw")
-            return " ".join(str(json.loads(raw).get("contents", "")).split()[:WARM_WORDS])
-        except Exception:  # noqa: BLE001 - a document without text warms nothing; the search still runs
+            passage = int(self._topk.doc_passages[doc])
+            (title,) = self._topk.table.pages_and_titles([passage])[1]
+        except Exception:  # noqa: BLE001 - a document without a title warms nothing; the search still runs
             return "warm up"
+        return " ".join(title.split()[:WARM_WORDS]) or "warm up"
 
     def close(self) -> None:
         """Release the Lucene reader; the backend cannot search afterwards."""

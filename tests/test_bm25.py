@@ -282,14 +282,15 @@ def test_unusable_java_is_a_clear_error(tmp_path, release, message):
 
 
 def _anserini_hits(backend, text: str, k: int) -> list[tuple[int, int, str, int, float]]:
-    """(passage id, page id, title, rank, score) as Anserini's own searcher ranks them, read from its stored
-    documents: the reference the top-k search must match."""
+    """(passage id, page id, title, rank, score) as Anserini's own searcher ranks them (its docid is the stored
+    ``id``, the passage id), with the page read from the store's passage table: the reference the top-k search
+    must match."""
     scored = backend._searcher.search_fields(text, backend._fields, k)
-    out = []
-    for rank, doc in enumerate(scored, start=1):
-        stored = json.loads(doc.lucene_document.get("raw"))
-        out.append((int(doc.docid), int(stored["page_id"]), stored.get("title", ""), rank, float(doc.score)))
-    return out
+    pages, titles = backend._topk.table.pages_and_titles([int(doc.docid) for doc in scored])
+    return [
+        (int(doc.docid), int(page), title, rank, float(doc.score))
+        for rank, (doc, page, title) in enumerate(zip(scored, pages, titles), start=1)
+    ]
 
 
 def test_top_k_search_ranks_as_anserini_does(backend, docs):
@@ -313,7 +314,7 @@ def test_doc_passages_array_holds_each_lucene_document_passage_id(backend, docs)
     doc_passages = backend._topk.doc_passages
     assert len(doc_passages) == len(docs) and sorted(np.asarray(doc_passages).tolist()) == list(range(len(docs)))
     for d in range(len(docs)):
-        assert int(doc_passages[d]) == int(json.loads(backend._searcher.doc(d).get("raw"))["id"])
+        assert int(doc_passages[d]) == int(backend._searcher.doc(d).get("id"))
 
 
 @pytest.mark.parametrize("missing", ["doc_passages.npy", "passage_page.npy"])
