@@ -132,18 +132,8 @@ HTTP = [s for s in SHELL if shlex.split(s.text)[0] == "curl"]
 PARSE = [s for s in SHELL if s not in RUN and s not in HTTP]
 
 
-def _mcp_pending(snippet: Snippet) -> pytest.MarkDecorator | tuple:
-    """`wikiground mcp` arrives with the lead's restructuring; until it does, its lines are expected to fail."""
-    from wikiground import cli
-
-    pending = "mcp" not in getattr(cli, "COMMANDS", {}) and re.search(
-        r'^wikiground mcp\b|"args": \["mcp"', snippet.text
-    )
-    return (pytest.mark.xfail(reason="`wikiground mcp` is not in wikiground.cli yet", strict=True),) if pending else ()
-
-
 def _params(snippets: list[Snippet]) -> list:
-    return [pytest.param(s, id=i, marks=_mcp_pending(s)) for s, i in zip(snippets, _ids(snippets))]
+    return [pytest.param(s, id=i) for s, i in zip(snippets, _ids(snippets))]
 
 
 # -- the commands and their parsers -------------------------------------------------------------------------------
