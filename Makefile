@@ -103,9 +103,10 @@ test: $(STAMP) test-data lint
 bench: $(STAMP) $(DEFAULT_DUMP)
 	$(PY) -m benchmarks.run --shared $(SHARED)
 
-# Issue 21's scale run: synthetic enwiki-shaped dumps of ~0.5M and ~1M passages (no download), built and queried
-# (~45 min on 2 cores with the dense channel of cheap vectors; SCALE_OUT needs ~12 GB). SIZES=20k for a quick smoke run.
-SIZES     ?= 0.5M,1M
+# The scale run (issues 21, 38): synthetic enwiki-shaped dumps of ~1M and ~4M passages (no download), built under the
+# default memory budget and queried; SIZES=1M,4M,10M adds ~10M passages (~2.3M articles: hours on 2 cores, SCALE_OUT
+# ~40 GB). SIZES=20k for a quick smoke run.
+SIZES     ?= 1M,4M
 SCALE_OUT ?= benchmarks/out/scale
 bench-scale: $(STAMP)
 	$(PY) -m benchmarks.bench_scale --shared $(SHARED) --sizes $(SIZES) --out $(SCALE_OUT)

@@ -1,13 +1,14 @@
-"""Scale benchmark (issue 21): synthetic enwiki-shaped dumps of ~0.5M and ~1M passages built with
-``--indexes bm25,tfidf``, per-stage cost, query latency / throughput / RSS per channel and fused, recall@5 against
+"""Scale benchmark (issues 21, 38): synthetic enwiki-shaped dumps of ~1M and ~4M passages (and ~10M on request)
+built with ``--indexes bm25,tfidf,kg`` under the default memory budget, per-stage cost, query latency / throughput / RSS per channel and fused, recall@5 against
 the 10k vital index, and an extrapolation to the whole of English Wikipedia.
 
-python -m benchmarks.bench_scale --sizes 0.5M,1M [--out /work/scratch/scale] [--claims N]
+python -m benchmarks.bench_scale --sizes 1M,4M[,10M] [--out /work/scratch/scale] [--claims N]
 
 How it measures:
 - Build: one ``python -m indexer build`` process per size; a sampler thread reads the process tree (the build
   and its cleaner workers; the JVM of BM25 runs inside the build process) every 0.2 s with psutil: RSS summed over
-  the tree, CPU seconds of the tree (live processes plus reaped children). Stages are cut at the build's own log
+  the tree, anonymous memory (``RssAnon``) summed over the tree, CPU seconds of the tree (live processes plus
+  reaped children). Stages are cut at the build's own log
   lines: ingest until "finishing the store", store finish until "building bm25 index", then each channel.
   Disk: the stage's output files after the build, and the peak size of the build's temporary folder.
 - Query latency: a separate process opens the index, warms it up, and times each channel alone and the fused
@@ -35,7 +36,7 @@ from benchmarks.common import latency, md_table, read_claims, unique_in_order, v
 
 log = logging.getLogger("benchmarks.scale")
 
-DEFAULT_SIZES = ("0.5M", "1M")
+DEFAULT_SIZES = ("1M", "4M")  # SIZES=1M,4M,10M adds 10M (about 2.3M articles)
 INDEXES = "bm25,tfidf,kg"  # kg builds nothing of its own: it reads the store's triples
 QUERY_CHANNELS = ("bm25", "tfidf", "title")
 FUSED = "bm25,tfidf,title"
@@ -57,6 +58,19 @@ REPO = Path(__file__).resolve().parents[1]
 # -- build measurement --------------------------------------------------------------------------------------------
 
 
+def rss_anon(pid: int | str = "self") -> int:
+    """Bytes of anonymous memory of a process (``RssAnon``: what the kernel cannot drop, unlike the touched pages
+    of mmapped index files that RSS also counts); 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 class TreeSampler:
     """RSS and CPU of a process and its descendants, sampled in a thread; stage marks cut the samples."""
 
@@ -65,7 +79,7 @@ class TreeSampler:
 
         self.proc = psutil.Process(pid)
         self.watch_dir, self.tmp_prefix = watch_dir, tmp_prefix
-        # (t, rss, cpu s, tmp bytes, main rss, main cpu s): the main process alone runs the serial parts
+        # (t, rss, cpu s, tmp bytes, main rss, main cpu s, anon): the main process alone runs the serial parts
         self.samples: list[tuple[float, ...]] = []
         self.marks: list[tuple[str, float]] = [("ingest", time.time())]
         self._stop = threading.Event()
@@ -77,27 +91,29 @@ class TreeSampler:
     def mark(self, stage: str) -> None:
         self.marks.append((stage, time.time()))
 
-    def _tree(self) -> tuple[float, float, float, float]:
+    def _tree(self) -> tuple[float, float, float, float, float]:
         """RSS now, and CPU so far: each process's last-seen CPU is kept after it exits (the fork server reaps the
         workers, so their CPU never reaches the build process's children times while it runs)."""
         import psutil
 
-        rss = main = main_cpu = 0.0
+        rss = main = main_cpu = anon = 0.0
         try:
             t = self.proc.cpu_times()
             main_cpu = t.user + t.system
             rss = main = self.proc.memory_info().rss
+            anon = rss_anon(self.proc.pid)
             for child in self.proc.children(recursive=True):
                 try:
                     ct = child.cpu_times()
                     self._cpu_seen[child.pid] = ct.user + ct.system
                     rss += child.memory_info().rss
+                    anon += rss_anon(child.pid)
                 except psutil.Error:
                     continue
         except psutil.Error:
             pass
         self._last_cpu = max(self._last_cpu, main_cpu + sum(self._cpu_seen.values()))
-        return rss, self._last_cpu, main, main_cpu
+        return rss, self._last_cpu, main, main_cpu, anon
 
     def _tmp_bytes(self, tick: int) -> float:
         if tick % 10:
@@ -111,12 +127,12 @@ class TreeSampler:
     def _run(self) -> None:
         tick = 0
         while not self._stop.is_set():
-            rss, cpu, main, main_cpu = self._tree()
+            rss, cpu, main, main_cpu, anon = self._tree()
             try:
                 tmp = self._tmp_bytes(tick)
             except OSError:
                 tmp = self.samples[-1][3] if self.samples else 0.0
-            self.samples.append((time.time(), rss, cpu, tmp, main, main_cpu))
+            self.samples.append((time.time(), rss, cpu, tmp, main, main_cpu, anon))
             tick += 1
             self._stop.wait(SAMPLE_S)
 
@@ -140,6 +156,7 @@ class TreeSampler:
                 "peak_rss_mb": max(s[1] for s in inside) / 2**20,
                 "peak_tmp_disk_mb": max(s[3] for s in inside) / 2**20,
                 "peak_main_rss_mb": max(s[4] for s in inside) / 2**20,
+                "peak_anon_mb": max(s[6] for s in inside) / 2**20,
                 "main_cpu_s": (max(mains) - min(mains)) if len(mains) > 1 else 0.0,
             }
         return out
@@ -184,6 +201,7 @@ def measure_build(dump: Path, index: Path, *, indexes: str = INDEXES) -> dict[st
         "stages": stages,
         "wall_s": end - started,
         "peak_rss_mb": max(s[1] for s in sampler.samples) / 2**20,
+        "peak_anon_mb": max(s[6] for s in sampler.samples) / 2**20,
         "counts": manifest["counts"],
         "disk_mb": disk,
         "dump_mb": dump.stat().st_size / 2**20,
@@ -232,6 +250,7 @@ def _disk(index: Path) -> dict[str, float]:
 
 _LATENCY_SCRIPT = """
 import json, resource, sys, time
+from benchmarks.bench_scale import rss_anon
 from retriever.api import Retriever
 index, claims_path, n, channels = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(",")
 fused = sys.argv[5].split(",")
@@ -242,11 +261,16 @@ with Retriever.open(index, channels=channels) as r:
     open_s = time.perf_counter() - t0
     lat = {c: [] for c in (*r.channels, "fused")}
     kg = r.backend("kg") if "kg" in r.channels else None
-    lat["kg alone"], facts = [], []
+    lat["kg alone"], facts, anon, failed = [], [], 0, {}
     for claim in claims:
-        for c in r.channels:
-            t = time.perf_counter(); r.channel_search(c, claim, 100); lat[c].append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter(); r.search(claim, 10, channels=fused); lat["fused"].append((time.perf_counter() - t) * 1000)
+        for c in (*r.channels, "fused"):
+            t = time.perf_counter()
+            try:
+                r.channel_search(c, claim, 100) if c != "fused" else r.search(claim, 10, channels=fused)
+            except Exception:
+                failed[c] = failed.get(c, 0) + 1
+            lat[c].append((time.perf_counter() - t) * 1000)
+        anon = max(anon, rss_anon())
         if kg is not None:  # from the title channel's mentions, as the retriever runs it; and the facts it read
             mentions = r.backend("title").mentions(claim)
             t = time.perf_counter(); kg.search_mentions(mentions, 100, query_length=len(claim), query=claim)
@@ -255,7 +279,8 @@ with Retriever.open(index, channels=channels) as r:
             facts.append(r.store.rows("SELECT count(*) FROM triples WHERE subject_page_id IN (SELECT unnest(?))", [ids])[0][0] if ids else 0)
     triples = r.store.count("triples") if kg is not None else 0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"latency_ms": lat, "open_s": open_s, "rss_mb": rss, "kg_facts": facts, "triples": triples}))
+out = {"latency_ms": lat, "open_s": open_s, "rss_mb": rss, "anon_mb": anon / 2**20, "failed": failed}
+print(json.dumps({**out, "kg_facts": facts, "triples": triples}))
 """
 
 
@@ -281,6 +306,15 @@ def measure_batch(index: Path, claims: Path, channels: str, out: Path) -> dict[s
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
+    anon = [0]
+
+    def poll() -> None:
+        while proc.returncode is None and os.path.exists(f"/proc/{proc.pid}"):
+            anon[0] = max(anon[0], rss_anon(proc.pid))
+            time.sleep(0.1)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
@@ -294,6 +328,7 @@ def measure_batch(index: Path, claims: Path, channels: str, out: Path) -> dict[s
         "wall_s": wall,
         "claims_per_s": len(answers) / wall,
         "rss_mb": usage.ru_maxrss / 1024,
+        "anon_mb": anon[0] / 2**20,
         "titles": titles,
         "errors": sum(a.get("status") == "error" for a in answers),
     }
@@ -506,6 +541,7 @@ def _build_table(results: list[dict]) -> str:
                     s["cpu_s"],
                     s["peak_rss_mb"],
                     s.get("peak_main_rss_mb", float("nan")),
+                    s.get("peak_anon_mb", float("nan")),
                     s.get("disk_mb", 0.0),
                     s.get("peak_tmp_disk_mb", 0.0),
                 ]
@@ -520,14 +556,14 @@ def _build_table(results: list[dict]) -> str:
                 sum(s["cpu_s"] for s in b["stages"].values()),
                 b["peak_rss_mb"],
                 "",
+                b.get("peak_anon_mb", float("nan")),
                 sum(b["disk_mb"].values()),
                 "",
             ]
         )
-        rows.append(
-            [r["size"], "", "min per 1M passages (ingest+store+bm25+tfidf)", per_m / 60 / (n / 1e6), "", "", "", "", ""]
-        )
-    header = ["size", "passages", "stage", "wall s", "CPU s", "peak RSS MiB", "of it main process", "disk MiB"]
+        rows.append([r["size"], "", "min per 1M passages (ingest+store+bm25+tfidf)", per_m / 60 / (n / 1e6), *[""] * 6])
+    header = ["size", "passages", "stage", "wall s", "CPU s", "peak RSS MiB", "of it main process", "peak anon MiB"]
+    header.append("disk MiB")
     return md_table([*header, "peak tmp MiB"], rows)
 
 
@@ -540,12 +576,19 @@ def _query_table(results: list[dict]) -> str:
             key = "fused" if ch == FUSED else ch
             b = q["batch"][ch]
             lt = lat.get(key, {"p50": float("nan"), "p95": float("nan")})
-            rows.append([r["size"], ch, lt["p50"], lt["p95"], b["claims_per_s"], b["rss_mb"], b["recall@5"]])
+            failed = q["latency"].get("failed", {}).get(key, 0) + b.get("errors", 0)
+            anon = b.get("anon_mb", float("nan"))
+            rows.append(
+                [r["size"], ch, lt["p50"], lt["p95"], failed, b["claims_per_s"], b["rss_mb"], anon, b["recall@5"]]
+            )
         for key in ("kg", "kg alone"):
             if key in lat:
-                rows.append([r["size"], key, lat[key]["p50"], lat[key]["p95"], "", "", ""])
-        rows.append([r["size"], "(latency process, all loaded)", "", "", "", q["latency"]["rss_mb"], ""])
-    return md_table(["index", "channels", "p50 ms", "p95 ms", "batch claims/s", "process RSS MiB", "R@5"], rows)
+                failed = q["latency"].get("failed", {}).get(key, 0)
+                rows.append([r["size"], key, lat[key]["p50"], lat[key]["p95"], failed, "", "", "", ""])
+        anon = q["latency"].get("anon_mb", float("nan"))
+        rows.append([r["size"], "(latency process, all loaded)", "", "", "", "", q["latency"]["rss_mb"], anon, ""])
+    header = ["index", "channels", "p50 ms", "p95 ms", "failed claims", "batch claims/s", "process RSS MiB"]
+    return md_table([*header, "anon MiB", "R@5"], rows)
 
 
 def _extrapolation_table(rows: list[dict]) -> str:

@@ -30,6 +30,24 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _add_scale_options(build: argparse.ArgumentParser) -> None:
+    """What a build of all of Wikipedia needs: a memory budget, and continuing one that was cut off."""
+    build.add_argument(
+        "--memory",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="memory the whole build may use, e.g. 3G (default: a sixth of this machine's RAM, 1G to 4G); DuckDB, "
+        "Lucene and TF-IDF spill to the build's folder past their shares",
+    )
+    build.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a build of --out that was cut off (killed, out of memory or disk) with the same inputs and "
+        "options: its finished stages are kept where their checksums still match",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m indexer", description="Build a wikiground index folder.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -79,20 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         help="dense IVF (from 1M passages): choose nprobe on these queries (JSON lines with claim/query/text, or "
         "plain lines) instead of held-out passages",
     )
-    build.add_argument(
-        "--memory",
-        type=_size,
-        default=None,
-        metavar="SIZE",
-        help="memory the whole build may use, e.g. 3G (default: a sixth of this machine's RAM, 1G to 4G); DuckDB, "
-        "Lucene and TF-IDF spill to the build's folder past their shares",
-    )
-    build.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue a build of --out that was cut off (killed, out of memory or disk) with the same inputs and "
-        "options: its finished stages are kept where their checksums still match",
-    )
+    _add_scale_options(build)
     build.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     build.add_argument("--verbose", action="store_true", help="debug logging and tracebacks on errors")
     return parser

@@ -454,15 +454,7 @@ def _ingest(
 
     readers: list[InputReader] = []
     total_bytes = sum(p.stat().st_size for p in paths if p.is_file())
-    bar = tqdm(
-        total=total_bytes,
-        unit="B",
-        unit_scale=True,
-        desc="ingest",
-        disable=not progress,
-        dynamic_ncols=True,
-        smoothing=0.1,
-    )
+    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="ingest", disable=not progress, smoothing=0.1)
     budget = default_build_memory() if memory is None else memory
     writer = StoreWriter(db_path, memory_limit=ingest_duckdb_share(budget, workers))
     pool = _LazyPool(workers)

@@ -274,9 +274,8 @@ def test_replay_without_api_url_uses_the_one_host_the_cache_holds(corpus, tmp_pa
 def test_a_cache_without_endpoints_json_gets_the_older_format_error(corpus, tmp_path):
     """Caches written before endpoints.json hold entries without it; this version refuses them by name."""
     with FakeWiki(corpus) as wiki:
-        fb = open_fallback(
-            api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000, clock=FakeClock(), env={}
-        )
+        settings = FallbackSettings(api_url=wiki.api_url, contact=CONTACT, cache_dir=tmp_path, rate=1000)
+        fb = open_fallback(settings, clock=FakeClock())
         run_all(fb)
         api_url = wiki.api_url
     assert ResponseCache(tmp_path).endpoints() == {api_url} and len(ResponseCache(tmp_path)) > 0
@@ -289,5 +288,5 @@ def test_a_cache_without_endpoints_json_gets_the_older_format_error(corpus, tmp_
         ResponseCache(tmp_path)
     assert str(err.value) == message
     with pytest.raises(IndexFormatError):
-        open_fallback(cache_dir=tmp_path, cache_mode="replay", env={})
+        open_fallback(FallbackSettings(cache_dir=tmp_path, cache_mode="replay"))
     assert ResponseCache(tmp_path / "new").endpoints() == set()  # a cache not written yet is not an older one
