@@ -11,6 +11,7 @@ import bz2
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import logging
 import re
@@ -33,6 +34,19 @@ COMPRESSED_BYTES = 1 << 18  # compressed bytes per read of a bz2 file (its block
 STREAM_GROUP_BYTES = 1 << 20  # compressed bytes of whole bz2 streams per decompression task
 MULTISTREAM_PROBE = 1 << 22  # a second bz2 stream must start within this many bytes to count as multistream
 HEADER_LIMIT = 1 << 24  # bytes searched for the first <page> before falling back to in-process parsing
+#: A page's ``<text>`` is cut to about this many characters while the XML is read, and the rest dropped unread, so a
+#: page never takes more memory than that, whatever a dump expands to. It is the store writer's page limit
+#: (``store_writer.DEFAULT_MAX_PAGE_CHARS``, in a layer above; tests/test_pathological_pages.py holds the two
+#: together) and a margin: the writer still sees such a page as too long and cuts it at a line break, as before.
+TEXT_READ_CHARS = 4_000_000 + 1024
+#: The XML of one page outside its (cut) texts may take this many bytes: a revision's text cut to TEXT_READ_CHARS
+#: takes at most ten bytes a character ("&#1114111;"), and the rest of a page is a few KB. A page past it is no
+#: Wikipedia page (many revisions, or a huge element outside <text>): an error, not memory without bound.
+MAX_PAGE_BYTES = 64 << 20
+#: Decompressed bytes of one group of bz2 streams (STREAM_GROUP_BYTES compressed) of a multistream dump: wikitext
+#: compresses about fivefold, so real groups stay far below; a group past it is an error (it is decompressed whole in
+#: a worker before its texts can be cut).
+MAX_GROUP_BYTES = 512 << 20
 _BZ2_STREAM_START = re.compile(rb"BZh[1-9]1AY&SY")  # stream header followed by the first block's magic
 _PAGE_END = b"</page>"
 XML_FORMAT = "mediawiki-xml"
@@ -107,6 +121,8 @@ class XmlChunk:
     after: str
     namespaces: frozenset[int]
     base_url: str | None
+    # (line of data, newlines dropped there) per text cut while read (_TextCutter), for the lines of errors
+    dropped_lines: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(slots=True)
@@ -286,9 +302,21 @@ def decompress_group(path: str, offset: int, data: bytes, size: int) -> bytes:
     """Worker side of multistream decompression: one group of whole bz2 streams.
 
     Stream by stream rather than ``bz2.decompress``, which silently drops a damaged stream that
-    follows a good one; an error names its block.
+    follows a good one; an error names its block. A group that expands past :data:`MAX_GROUP_BYTES` is an error,
+    not memory without bound.
     """
-    return b"".join(bz2_decompress([data], path=path, size=size, offset=offset))
+    out: list[bytes] = []
+    total = 0
+    for piece in bz2_decompress([data], path=path, size=size, offset=offset):
+        total += len(piece)
+        if total > MAX_GROUP_BYTES:
+            raise InputError(
+                f"bz2 streams expand past {MAX_GROUP_BYTES >> 20} MB: not a dump's (its streams hold 100 pages each)",
+                path=path,
+                where=f"the bz2 streams from byte {offset} of {size} (compressed)",
+            )
+        out.append(piece)
+    return b"".join(out)
 
 
 def _bz2_block_patterns() -> list[tuple[bytes, int, int, int, int]]:
@@ -404,6 +432,12 @@ def _compressed_chunks(stream: BinaryIO, size: int = COMPRESSED_BYTES) -> Iterat
 
 def _last_page_label(data: bytes) -> str | None:
     """``after page 'T' (id N)`` for the last page in ``data`` (title and id found with rfind/find)."""
+    label = _page_label(data)
+    return None if label is None else f"after {label}"
+
+
+def _page_label(data: bytes) -> str | None:
+    """``page 'T' (id N)`` for the last page in ``data`` (title and id found with rfind/find)."""
     from xml.sax.saxutils import unescape
 
     at = data.rfind(b"<title>")
@@ -415,7 +449,198 @@ def _last_page_label(data: bytes) -> str | None:
     if end < 0 or id_at < 0 or id_end < 0:
         return None
     title = unescape(data[at + 7 : end].decode("utf-8", "replace"), {"&quot;": '"', "&apos;": "'"})
-    return f"after page {title!r} (id {data[id_at + 4 : id_end].decode('ascii', 'replace').strip()})"
+    return f"page {title!r} (id {data[id_at + 4 : id_end].decode('ascii', 'replace').strip()})"
+
+
+_XML_REFERENCE = re.compile(rb"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z]+);")
+_UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
+
+
+def _xml_chars(data: bytes) -> int:
+    """Characters (or fewer) that XML character data ``data`` holds once parsed: ``data`` in whole UTF-8 characters
+    and references; each reference is one, a "\\r" none (a parser makes "\\r\\n" one "\\n")."""
+    n = len(data) - data.count(b"\r")
+    if not data.isascii():
+        n -= len(data) - len(data.translate(None, _UTF8_CONTINUATION))
+    if b"&" in data:
+        n -= sum(len(ref) - 1 for ref in _XML_REFERENCE.findall(data))
+    return n
+
+
+def _char_boundary(data: bytes, at: int) -> int:
+    """The first offset from ``at`` on that is inside no UTF-8 character and no reference (``data`` ends so)."""
+    while at < len(data) and 0x80 <= data[at] < 0xC0:
+        at += 1
+    amp = data.rfind(b"&", max(0, at - 12), at)
+    if amp >= 0 and data.find(b";", amp, at) < 0:
+        semicolon = data.find(b";", at)
+        at = semicolon + 1 if semicolon >= 0 else len(data)
+    return at
+
+
+@dataclass(slots=True)
+class _ChunkPlace:
+    """Where the next chunk of a dump starts: its line and column in the original XML, its offset in the cut
+    stream, and the page before it."""
+
+    line: int
+    column: int
+    offset: int
+    after: str = "before the first page"
+
+    def advance(self, data: bytes, dropped: tuple[tuple[int, int], ...]) -> None:
+        """Move past chunk ``data``, in which ``dropped`` newlines were dropped (see XmlChunk.dropped_lines)."""
+        newlines = data.count(b"\n")
+        self.column = len(data) - data.rfind(b"\n") - 1 if newlines else self.column + len(data)
+        self.offset += len(data)
+        self.line += newlines + sum(n for _, n in dropped)
+        self.after = _last_page_label(data) or self.after
+
+
+class _TextCutter:
+    """Cuts each ``<text>`` of a MediaWiki XML byte stream to about ``max_chars`` characters as the bytes go by.
+
+    :meth:`cut` passes the stream on, a text's bytes past the limit dropped as they come (and logged, naming the
+    page); only ``bytes.find`` runs over the bytes, and a text is counted in characters only past ``max_chars``
+    bytes. ``dropped_lines`` lists ``(offset in the output, newlines dropped there)`` for the line numbers of errors.
+    """
+
+    _HOLD = 16  # bytes held back at a block's end: a tag, character or reference may go on in the next block
+    _MAX_TAG = 1 << 16  # a <text ...> start tag longer than this is no dump's
+
+    def __init__(self, path: str, max_chars: int | None = None):
+        self.path, self.max_chars = path, TEXT_READ_CHARS if max_chars is None else max_chars
+        self.dropped_lines: list[tuple[int, int]] = []
+        self._in_text = False
+        self._out = 0  # bytes passed on before the current block's
+        self._kept = 0  # bytes of the current text passed on
+        self._chars = -1  # characters in them, counted once _kept passes max_chars (-1: not yet)
+        self._pieces: list[bytes] = []  # the current text's pieces passed on, until counted
+        self._cut_at = -1  # output offset where the current text was cut (-1: not cut)
+        self._dropped = self._newlines = 0  # bytes and newlines dropped of the current text
+        self._head: list[bytes] = []  # markup before the current text (its page's title and id)
+
+    def cut(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
+        tail = b""
+        for block in blocks:
+            data = tail + block if tail else block
+            out: list[bytes] = []
+            pos = 0
+            while pos >= 0:
+                pos, tail = self._text(data, pos, out) if self._in_text else self._markup(data, pos, out)
+            if out:
+                joined = b"".join(out)
+                self._out += len(joined)
+                yield joined
+        if tail:
+            yield tail  # an unfinished tag or text: the XML parser reports it
+
+    def _markup(self, data: bytes, pos: int, out: list[bytes]) -> tuple[int, bytes]:
+        """Pass markup on up to the next ``<text ...>`` start tag (included); ``(-1, tail)`` at the block's end."""
+        at = data.find(b"<text", pos)
+        if at < 0:
+            keep = max(pos, len(data) - 4)  # "<tex" may end the block
+            self._pass(data[pos:keep], out)
+            return -1, data[keep:]
+        close = data.find(b">", at)
+        if close < 0:
+            if len(data) - at > self._MAX_TAG:
+                raise InputError(f"<text> start tag over {self._MAX_TAG} bytes", path=self.path)
+            self._pass(data[pos:at], out)
+            return -1, data[at:]
+        if data[at + 5 : at + 6] not in (b" ", b"\t", b"\n", b"\r", b">", b"/"):  # <textarea ...>: not ours
+            self._pass(data[pos : at + 5], out)
+            return at + 5, b""
+        self._pass(data[pos : close + 1], out)
+        if data[close - 1 : close] != b"/":  # not <text ... />
+            self._in_text = True
+            self._kept, self._chars, self._pieces, self._cut_at = 0, -1, [], -1
+            self._dropped = self._newlines = 0
+        return close + 1, b""
+
+    def _pass(self, markup: bytes, out: list[bytes]) -> None:
+        out.append(markup)
+        self._head.append(markup)
+        if len(self._head) > 4:
+            del self._head[0]
+
+    def _text(self, data: bytes, pos: int, out: list[bytes]) -> tuple[int, bytes]:
+        """A text's bytes up to its end tag (excluded) or the block's end (less a tail held back)."""
+        end = data.find(b"</text", pos)
+        stop = end if end >= 0 else max(pos, len(data) - self._HOLD)
+        if end < 0:
+            amp = data.rfind(b"&", max(pos, stop - 12), stop)
+            if amp >= 0 and data.find(b";", amp, stop) < 0:
+                stop = amp  # a reference goes on past stop
+            while stop > pos and 0x80 <= data[stop] < 0xC0:
+                stop -= 1  # so does a character
+        if stop > pos:
+            self._text_piece(data[pos:stop], out)
+        if end < 0:
+            return -1, data[stop:]
+        self._in_text = False
+        if self._cut_at >= 0:
+            self._report()
+        self._head = []
+        return end, b""
+
+    def _text_piece(self, piece: bytes, out: list[bytes]) -> None:
+        """Pass on what of a text's ``piece`` (whole characters and references) is within the limit."""
+        if self._cut_at >= 0:
+            self._dropped += len(piece)
+            self._newlines += piece.count(b"\n")
+            return
+        if self._chars < 0:
+            if self._kept + len(piece) <= self.max_chars:  # a byte is at most one character: no count needed yet
+                out.append(piece)
+                self._pieces.append(piece)
+                self._kept += len(piece)
+                return
+            self._chars = sum(map(_xml_chars, self._pieces))
+            self._pieces = []
+        chars = _xml_chars(piece)
+        if self._chars + chars < self.max_chars:
+            out.append(piece)
+            self._chars += chars
+            self._kept += len(piece)
+            return
+        cut = _cut_point(piece, self.max_chars - self._chars)
+        out.append(piece[:cut])
+        self._kept += cut
+        self._cut_at = self._out + sum(map(len, out))
+        self._dropped = len(piece) - cut
+        self._newlines = piece.count(b"\n", cut)
+
+    def _report(self) -> None:
+        label = _page_label(b"".join(self._head)) or "a page"
+        logger.warning(
+            "%s: %s: text cut to %d characters while read (%d more bytes of XML dropped)",
+            self.path,
+            label,
+            self.max_chars,
+            self._dropped,
+        )
+        if self._newlines:
+            self.dropped_lines.append((self._cut_at, self._newlines))
+
+    def lines_dropped(self, data: bytes, offset: int) -> tuple[tuple[int, int], ...]:
+        """``(line of data, newlines dropped there)`` for the cuts in ``data``, which starts at output ``offset``
+        (and follows the data asked about before)."""
+        found = []
+        while self.dropped_lines and self.dropped_lines[0][0] < offset + len(data):
+            at, n = self.dropped_lines.pop(0)
+            found.append((data.count(b"\n", 0, at - offset), n))
+        return tuple(found)
+
+
+def _cut_point(data: bytes, chars: int) -> int:
+    """The first whole-character offset of ``data`` before which it holds ``chars`` characters (by _xml_chars)."""
+    have = at = 0
+    while have < chars and at < len(data):
+        nxt = _char_boundary(data, min(len(data), at + chars - have))  # a byte is at most one character
+        have += _xml_chars(data[at:nxt])
+        at = nxt
+    return at
 
 
 def _dump_pages(
@@ -482,7 +707,8 @@ def parse_xml_chunk(chunk: XmlChunk) -> ChunkPages:
             header_lines = chunk.header.count(b"\n")
             if line == header_lines + 1 and column is not None:
                 column = column - (len(chunk.header) - chunk.header.rfind(b"\n") - 1) + chunk.first_column
-            line = line - header_lines - 1 + chunk.first_line
+            line -= header_lines + 1  # the line in data, from 0
+            line += chunk.first_line + sum(n for at, n in chunk.dropped_lines if at <= line)
         raise InputError(
             f"malformed XML ({str(exc).split(':')[0]})",
             path=chunk.path,
@@ -658,10 +884,12 @@ class InputReader:
     # -- MediaWiki XML: cut at </page>, parse in workers -------------------------------------------
 
     def _xml_items(self, head: bytes, blocks: Iterator[bytes], *, chunk_bytes: int) -> Iterator[RawPage | XmlChunk]:
-        """Header once, then runs of whole pages; ``bytes.find`` only, so the main process stays light."""
-        buf = bytearray(head)
-        blocks = iter(blocks)
-        page_at = buf.find(b"<page")
+        """Header once, then runs of whole pages; ``bytes.find`` only, so the main process stays light. Each page's
+        text is cut to :data:`TEXT_READ_CHARS` as the bytes come (:class:`_TextCutter`)."""
+        cutter = _TextCutter(str(self.path))
+        blocks = cutter.cut(itertools.chain((head,), blocks))
+        buf = bytearray()
+        page_at = -1
         while page_at < 0 and len(buf) < HEADER_LIMIT:
             block = next(blocks, None)
             if block is None:
@@ -676,9 +904,11 @@ class InputReader:
         original_header = bytes(buf[:page_at])
         header, base_url = self._xml_header(original_header)
         del buf[:page_at]
-        line = original_header.count(b"\n") + 1
-        column = len(original_header) - original_header.rfind(b"\n") - 1
-        after = "before the first page"
+        place = _ChunkPlace(
+            line=original_header.count(b"\n") + 1,
+            column=len(original_header) - original_header.rfind(b"\n") - 1,
+            offset=page_at,
+        )
 
         def chunk(data: bytes, final: bool) -> XmlChunk:
             return XmlChunk(
@@ -686,30 +916,49 @@ class InputReader:
                 header=header,
                 data=data,
                 final=final,
-                first_line=line,
-                first_column=column,
-                after=after,
+                first_line=place.line,
+                first_column=place.column,
+                after=place.after,
                 namespaces=self.namespaces,
                 base_url=base_url,
+                dropped_lines=cutter.lines_dropped(data, place.offset),
             )
 
+        for data in self._page_runs(buf, blocks, place, cutter, chunk_bytes):
+            item = chunk(data, False)
+            yield item
+            place.advance(data, item.dropped_lines)
+        yield chunk(bytes(buf), True)
+
+    def _page_runs(
+        self, buf: bytearray, blocks: Iterator[bytes], place: _ChunkPlace, cutter: _TextCutter, chunk_bytes: int
+    ) -> Iterator[bytes]:
+        """Runs of whole pages of about ``chunk_bytes`` cut from the front of ``buf`` as ``blocks`` fill it.
+
+        Only the bytes added since the last look are searched for ``</page>`` (a page of many blocks would make
+        searching it all each time quadratic); a page that grows past :data:`MAX_PAGE_BYTES` is an error.
+        """
+        clean = 0  # buf[:clean] holds no "</page>"
         for block in blocks:
             buf += block
             if len(buf) < chunk_bytes:
                 continue
-            end = buf.rfind(_PAGE_END)
+            end = buf.rfind(_PAGE_END, max(0, clean - len(_PAGE_END) + 1))
             if end < 0:
+                clean = len(buf)
+                if clean > chunk_bytes + MAX_PAGE_BYTES:
+                    raise InputError(
+                        f"a page takes over {MAX_PAGE_BYTES >> 20} MB of XML besides its text (cut while read)",
+                        path=str(self.path),
+                        where=f"from line {place.line} of the XML, {place.after}",
+                    )
                 continue
             end += len(_PAGE_END)
             with memoryview(buf) as view:  # one copy (a bytearray slice would be a second)
                 data = bytes(view[:end])
             del buf[:end]
-            yield chunk(data, False)
-            newlines = data.count(b"\n")
-            column = len(data) - data.rfind(b"\n") - 1 if newlines else column + len(data)
-            line += newlines
-            after = _last_page_label(data) or after
-        yield chunk(bytes(buf), True)
+            clean = len(buf)
+            yield data
 
     def _xml_header(self, header: bytes) -> tuple[bytes, str | None]:
         """Validate the dump's header with mwxml (siteinfo into stats); returns it ready for the chunks."""

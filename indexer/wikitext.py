@@ -18,8 +18,11 @@ Stages, in the order MediaWiki itself resolves them:
 from __future__ import annotations
 
 import html
+import itertools
 import logging
+import math
 import re
+import time
 from collections.abc import Iterator
 
 from indexer.parsed import ParsedLink, ParsedPage, ParsedSection
@@ -28,6 +31,19 @@ from wikiground.text import canonical_title
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CHARS = 5_000_000
+
+#: Seconds that cleaning one page may take. Every stage is linear in the page's size (tests/test_pathological_pages.py
+#: doubles each malformed pattern known), so no article comes near it: it is there for a pattern no test knows, so
+#: that one page cannot stall a build of many hours. A page past it keeps the clean text of its beginning: the cleaner
+#: starts again on the text cut where it got to, within as long again in all, and gives up (an empty page) only
+#: when that is spent too; each time with a warning naming the page.
+PAGE_TIME_LIMIT_S = 20.0
+#: Templates and links nested deeper than this in the page's source show nothing (nor do the links inside them):
+#: each level's text holds the levels inside it, so cleaning them costs the depth times the page. MediaWiki stops at
+#: a depth of 40 too (``$wgMaxPPExpandDepth`` until 1.38, now 100, and it counts the templates' own nesting as well).
+MAX_NESTING = 40
+# At most this many warnings are kept per page (a malformed page may have one per character).
+_MAX_WARNINGS = 20
 
 #: Normalised (casefolded, single-spaced) names of templates that mark a disambiguation page.
 #: ``{{set index article}}``, ``{{surname}}`` and ``{{given name}}`` are set indexes, not
@@ -123,8 +139,9 @@ _DROP_TAGS = (
     "phonos",
     "pre",
 )
-# The attributes run to the first ">"; the tag is self-closing when a "/" ends them.
-_DROP_TAG_OPEN = re.compile(r"<(" + "|".join(_DROP_TAGS) + r")\b[^<>]*>", re.IGNORECASE)
+# The attributes run to the first ">"; the tag is self-closing when a "/" ends them. The lookahead lets a "<" before
+# no letter fail at once, before the names are tried one by one.
+_DROP_TAG_OPEN = re.compile(r"<(?=[a-zA-Z])(" + "|".join(_DROP_TAGS) + r")\b[^<>]*>", re.IGNORECASE)
 _CLOSE_TAG = {name: re.compile(r"</" + name + r"\s*>", re.IGNORECASE) for name in _DROP_TAGS}
 _NOWIKI_OPEN = re.compile(r"<nowiki\s*(/?)>", re.IGNORECASE)
 _NOWIKI_CLOSE = re.compile(r"</nowiki\s*>", re.IGNORECASE)
@@ -147,10 +164,35 @@ _NOWIKI_ESCAPE = str.maketrans(
 )
 
 
-def _strip_comments(text: str, warnings: list[str]) -> str:
+class _OutOfTime(Exception):
+    """The page's time is up; ``reached`` is the share of the running stage's text done (0 to 1)."""
+
+    def __init__(self, reached: float) -> None:
+        super().__init__(reached)
+        self.reached = reached
+
+
+class _Deadline:
+    """When the page's cleaning must stop: the stages' loops call :meth:`check` with the offset they are at."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, end: float) -> None:
+        self.end = end
+
+    def check(self, pos: int, size: int) -> None:
+        if time.monotonic() > self.end:
+            raise _OutOfTime(pos / size if size else 0.0)
+
+
+_NO_DEADLINE = _Deadline(math.inf)
+
+
+def _strip_comments(text: str, warnings: list[str], deadline: _Deadline = _NO_DEADLINE) -> str:
     out: list[str] = []
     pos = 0
     while (start := text.find("<!--", pos)) >= 0:
+        deadline.check(start, len(text))
         out.append(text[pos:start])
         end = text.find("-->", start + 4)
         if end < 0:
@@ -193,25 +235,31 @@ def _unwrap_nowiki(text: str) -> str:
     return "".join(out)
 
 
-def _strip_tags_with_content(text: str, warnings: list[str]) -> str:
+def _strip_tags_with_content(text: str, warnings: list[str], deadline: _Deadline = _NO_DEADLINE) -> str:
     if "<nowiki" in text or "<NOWIKI" in text:
         text = _unwrap_nowiki(text)
     out: list[str] = []
     pos = 0
     search = _DROP_TAG_OPEN.search
-    while True:
+    # Tags with no close tag after the current offset: their close tag is not searched for again (each search
+    # would run to the end of the page: quadratic in the unclosed tags).
+    unclosed: set[str] = set()
+    for i in itertools.count():
         m = search(text, pos)
         if m is None:
             out.append(text[pos:])
             break
+        if not i & 63:
+            deadline.check(m.start(), len(text))
         out.append(text[pos : m.start()])
         if text[m.end() - 2] == "/":  # self-closing: <ref name="x" />
             pos = m.end()
             continue
         name = m.group(1).lower()
-        close = _CLOSE_TAG[name].search(text, m.end())
+        close = None if name in unclosed else _CLOSE_TAG[name].search(text, m.end())
         if close is None:
             # Dropping only the stray opening tag keeps the rest of the page.
+            unclosed.add(name)
             warnings.append(f"unclosed <{name}> at offset {m.start()}")
             pos = m.end()
         else:
@@ -604,7 +652,7 @@ def _handle_template(body: str, state: _TemplateState) -> str:
     return _render_template(name, _split_args(body)[1:])
 
 
-def _expand_templates(text: str, state: _TemplateState) -> str:
+def _expand_templates(text: str, state: _TemplateState, deadline: _Deadline = _NO_DEADLINE) -> str:
     """Resolve every ``{{...}}`` innermost-first in one pass with a stack of open frames."""
     if "{{" not in text:
         return text.replace("}}", "") if "}}" in text else text  # stray closing pairs only
@@ -617,7 +665,9 @@ def _expand_templates(text: str, state: _TemplateState) -> str:
     runs = [m.span() for m in _OPEN_BRACES.finditer(text)]
     runs += [m.span() for m in _CLOSE_BRACES.finditer(text)]
     runs.sort()
-    for start, end in runs:
+    for i, (start, end) in enumerate(runs):
+        if not i & 127:
+            deadline.check(start, len(text))
         pieces.append(text[last:start])
         last = end
         n = end - start
@@ -639,24 +689,27 @@ def _expand_templates(text: str, state: _TemplateState) -> str:
                 kind = 2
                 body_parts.insert(0, "{")
             stack.pop()
-            body = "".join(body_parts)
             n -= kind
-            if kind == 3:
-                # {{{name|default}}}: only the default can show in an article.
-                bar = body.find("|")
-                out = body[bar + 1 :] if bar >= 0 else ""
-            else:
-                out = _handle_template(body, state)
             pieces = stack[-1][1] if stack else root
-            pieces.append(out)
+            pieces.append(_close_frame(kind, body_parts, state) if len(stack) < MAX_NESTING else "")
         # Closing braces left over with nothing open are dropped (they would only show as noise).
     pieces.append(text[last:])
-    # Unclosed frames: MediaWiki prints the braces literally; we drop the braces, keep the text.
-    while stack:
-        _, body_parts = stack.pop()
-        pieces = stack[-1][1] if stack else root
-        pieces.append("".join(body_parts))
+    # Unclosed frames: MediaWiki prints the braces literally; we drop the braces, keep the text. A frame gets no
+    # pieces while one inside it is open, so the text is the root's pieces then each open frame's, outermost first:
+    # joined once (joined frame by frame, each join would copy the frames inside it: quadratic in their depth).
+    for _, body_parts in stack:
+        root.extend(body_parts)
     return "".join(root)
+
+
+def _close_frame(kind: int, body_parts: list[str], state: _TemplateState) -> str:
+    """What a closed ``{{template}}`` (kind 2) or ``{{{parameter}}}`` (kind 3) shows."""
+    body = "".join(body_parts)
+    if kind == 3:
+        # {{{name|default}}}: only the default can show in an article.
+        bar = body.find("|")
+        return body[bar + 1 :] if bar >= 0 else ""
+    return _handle_template(body, state)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -667,6 +720,7 @@ _TABLE_OPEN = re.compile(r"\{(?=\|)\|")
 _TABLE_CLOSE = re.compile(r"\|(?=\})\}")
 _HEADING_LINE = re.compile(r"^=[^\n]*=[ \t]*$", re.MULTILINE)
 _CELL_SPLIT = re.compile(r"\|\||!!")
+_NOT_INDENT = re.compile(r"[^ \t:]")
 
 
 def _cell_content(cell: str) -> str:
@@ -685,10 +739,14 @@ def _parse_table(body: str) -> tuple[str, ...]:
     rows: list[list[str]] = []
     cur: list[str] | None = None
     cells: list[str] = []  # raw cells of the current row, last one may continue on next lines
+    more: list[str] = []  # the lines continuing the last cell, joined to it once (adding each copies the cell)
     lines = body.split("\n")
     for line in lines[1:]:  # line 0 holds the table's attributes
         s = line.lstrip()
         head = s[:2]
+        if more and (head == "|-" or head[:1] == "|" or head[:1] == "!"):
+            cells[-1] += "".join(more)
+            more.clear()
         if head == "|-":
             if cur is not None or cells:
                 rows.append(cells)
@@ -703,7 +761,9 @@ def _parse_table(body: str) -> tuple[str, ...]:
             cells.extend(_cell_content(c) for c in _CELL_SPLIT.split(rest))
             continue
         if cells:
-            cells[-1] += "\n" + line
+            more.append("\n" + line)
+    if more:
+        cells[-1] += "".join(more)
     if cells:
         rows.append(cells)
     flat = _inline_many([c for raw_cells in rows for c in raw_cells], br=" ")
@@ -717,7 +777,9 @@ def _parse_table(body: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _extract_tables(text: str, tables: list[tuple[int, tuple[str, ...]]], warnings: list[str]) -> str:
+def _extract_tables(
+    text: str, tables: list[tuple[int, tuple[str, ...]]], warnings: list[str], deadline: _Deadline = _NO_DEADLINE
+) -> str:
     if "{|" not in text:
         return text
     out: list[str] = []
@@ -725,6 +787,7 @@ def _extract_tables(text: str, tables: list[tuple[int, tuple[str, ...]]], warnin
     inner_spans: list[list[tuple[int, int]]] = []  # per open table: spans of nested tables
     last = 0  # end of the last text copied to the prose
     for line_start, at, tok in _table_tokens(text):
+        deadline.check(at, len(text))
         if tok == "{|":
             if not stack:
                 out.append(text[last:line_start])
@@ -764,16 +827,25 @@ def _table_tokens(text: str) -> Iterator[tuple[int, int, str]]:
     and ``:`` indents).
 
     Each token found is checked against its line: "^[ \t:]*" with MULTILINE gives the regex engine no
-    literal to scan for, and it would try the pattern at every offset of the page.
+    literal to scan for, and it would try the pattern at every offset of the page. The line's start and its first
+    character that is not an indent are found once per line, not once per token (many tokens on a line would
+    make that quadratic).
     """
     end = 0
+    line_start, first = 0, -1  # the current line's start and its first character that is no indent (-1: not found yet)
+    scanned = 0  # no newline in text[line_start:scanned]
     for m in _merged(_TABLE_OPEN.finditer(text), _TABLE_CLOSE.finditer(text)):
         at = m.start()
         if at < end:
             continue  # "{|}": one scan for either token would resume after the "{|"
         end = m.end()
-        line_start = text.rfind("\n", 0, at) + 1
-        if line_start == at or not text[line_start:at].strip(" \t:"):
+        newline = text.rfind("\n", scanned, at)
+        scanned = at
+        if newline >= 0 or first < 0:
+            line_start = newline + 1
+            indent = _NOT_INDENT.search(text, line_start, at)
+            first = indent.start() if indent else at
+        if first == at:
             yield line_start, at, m.group()
 
 
@@ -858,11 +930,15 @@ _OTHER_NS = frozenset(
     }
 )
 _LANG_PREFIX = re.compile(r"[a-z]{2,3}(?:-[a-z]{2,8}){0,2}$|simple$|zh-min-nan$|be-x-old$|roa-rup$|map-bms$")
+_EXT_LINK_START = re.compile(r"\[(?:https?:|ftp:|mailto:|irc:|news:|//)", re.IGNORECASE)
+# Possessive: backtracking into the URL or the label finds no other match.
 _EXT_LINK = re.compile(
-    r"\[(?:https?:|ftp:|mailto:|irc:|news:|//)[^\s\]\[\ue002]*(?:[ \t]([^\]\n\ue002]*))?\]", re.IGNORECASE
+    r"\[(?:https?:|ftp:|mailto:|irc:|news:|//)[^\s\]\[\ue002]*+(?:[ \t]([^\]\n\ue002]*+))?\]", re.IGNORECASE
 )
-_HTML_TAG = re.compile(
-    r"</?(?:span|div|small|big|sup|sub|center|font|b|i|u|s|strike|del|ins|code|tt|abbr|"
+_EXT_URL = re.compile(r"[^\s\]\[\ue002]*+")
+_EXT_LABEL_END = re.compile(r"[\]\n\ue002]")
+_HTML_TAG = re.compile(  # the lookahead as in _DROP_TAG_OPEN
+    r"</?(?=[a-zA-Z])(?:span|div|small|big|sup|sub|center|font|b|i|u|s|strike|del|ins|code|tt|abbr|"
     r"blockquote|cite|p|hr|li|ul|ol|dl|dt|dd|table|tr|td|th|caption|em|strong|q|var|kbd|samp|"
     r"poem|onlyinclude|nowiki|wbr|bdi|bdo|mark|time|ruby|rt|rp|rb|data|dfn|h[1-6]|tbody|"
     r"thead|tfoot|references|ref|includeonly|noinclude|section|pre|gallery|math|chem|score|"
@@ -881,7 +957,9 @@ _SPACES = re.compile(r" (?=[ ,.;:!?)]) *")
 _PUNCT = frozenset(",.;:!?)")
 # "()" and "(; " left behind by removed pronunciation/reference templates.
 _PAREN_JUNK = re.compile(r"\((?:[ ,;:]*\)|[ ,;:]+)")
-_COMMAS = re.compile(r"(?:\s*,){2,}")
+# Not started inside a run of whitespace (it would scan the run's rest from each of its characters): a match that
+# could start there starts where the run does.
+_COMMAS = re.compile(r"(?<!\s)(?:\s*,){2,}")
 _SEP = "\ue002"  # joins fragments rendered in one batch
 _SECTION_SEP = "\n\ue002\n"
 _LINE_END = (".", "!", "?", "\u3002", "\u2026")
@@ -899,11 +977,12 @@ _ANCHOR_MARKUP = re.compile(r"''|[<&{}\[\]\ue000\ue001]")
 class _LinkSink:
     """Collects links and categories of one page while sections are rendered."""
 
-    __slots__ = ("links", "categories", "section_index")
+    __slots__ = ("links", "categories", "section_index", "category_set")
 
     def __init__(self) -> None:
         self.links: list[ParsedLink] = []
         self.categories: list[str] = []
+        self.category_set: set[str] = set()  # the categories' names, looked up in constant time
         self.section_index = 0
 
 
@@ -995,7 +1074,8 @@ def _render_link(target: str, label: str | None, trail: str, sink: _LinkSink | N
             if prefix == "category" and not leading_colon:
                 if sink is not None:
                     name = _canonical(rest.split("|", 1)[0])
-                    if name and name not in sink.categories:
+                    if name and name not in sink.category_set:
+                        sink.category_set.add(name)
                         sink.categories.append(name)
                 return ""
             if not leading_colon and prefix not in _OTHER_NS:
@@ -1029,26 +1109,20 @@ def _anchor_text(text: str) -> str:
     return " ".join(text.split())
 
 
-def _drop_files(text: str) -> str:
+def _drop_files(text: str, deadline: _Deadline = _NO_DEADLINE) -> str:
     """Remove ``[[File:...]]``/``[[Image:...]]`` with the links nested in their captions."""
     out: list[str] = []
     pos = 0
+    ends: dict[int, int] | None = None  # once a file link is unclosed: where every link ends (see _link_ends)
     while True:
         m = _FILE_OPEN.search(text, pos)
         if m is None:
             break
+        deadline.check(m.start(), len(text))
         out.append(text[pos : m.start()])
-        depth = 1
-        end = -1
-        for b in _BRACKETS.finditer(text, m.end()):
-            n = len(b.group()) // 2
-            if b.group()[0] == "[":
-                depth += n
-            else:
-                depth -= n
-                if depth <= 0:
-                    end = b.end() + 2 * depth  # a longer "]]]]" run may close more than needed
-                    break
+        end = _link_end(text, m.end()) if ends is None else ends.get(m.start() + 2, -1)
+        if end < 0 and ends is None:
+            ends = _link_ends(text)  # the scans of the next unclosed ones would run to the end of the page again
         if end < 0:
             # Unclosed: MediaWiki would show it literally; drop the rest of its line.
             nl = text.find("\n", m.end())
@@ -1060,25 +1134,66 @@ def _drop_files(text: str) -> str:
     return "".join(out)
 
 
-def _render_links(text: str, sink: _LinkSink | None) -> str:
+def _link_end(text: str, start: int) -> int:
+    """Where the link opened just before ``start`` ends ("]]" included), or -1 if it does not."""
+    depth = 1
+    for b in _BRACKETS.finditer(text, start):
+        n = len(b.group()) // 2
+        if b.group()[0] == "[":
+            depth += n
+        else:
+            depth -= n
+            if depth <= 0:
+                return b.end() + 2 * depth  # a longer "]]]]" run may close more than needed
+    return -1
+
+
+def _link_ends(text: str) -> dict[int, int]:
+    """Where the link opened by the last "[[" of each run of "[" ends ("]]" included), by the offset where the run
+    ends; unclosed ones are left out.
+
+    One pass with a stack of the open "[[" pairs over all the page's runs (a run of n brackets opens or closes n // 2
+    pairs), rather than a scan from each file link to its end: a page of unclosed file links would make that
+    quadratic. A closing run that closes k pairs of its n // 2 ends the i-th of them (from 1) 2 * (n // 2 - i)
+    characters before its end: the odd bracket of a run goes with its first pair.
+    """
+    ends: dict[int, int] = {}
+    stack: list[int] = []  # per open pair: the end of its run if it is the run's last pair, else -1
+    for b in _BRACKETS.finditer(text):
+        n = (b.end() - b.start()) // 2
+        if text[b.start()] == "[":
+            stack.extend([-1] * (n - 1))
+            stack.append(b.end())
+            continue
+        for i in range(1, min(n, len(stack)) + 1):
+            opened = stack.pop()
+            if opened >= 0:
+                ends[opened] = b.end() - 2 * (n - i)
+    return ends
+
+
+def _render_links(text: str, sink: _LinkSink | None, deadline: _Deadline = _NO_DEADLINE) -> str:
     """Replace ``[[...]]`` with their visible text (files, categories, interwiki dropped)."""
     if "[[" not in text:
         return text
-    text = _drop_files(text)
+    text = _drop_files(text, deadline)
     text = _render_flat_links(text, sink)
     if "[[" in text:
-        text = _render_links_nested(text, sink)  # links nested in labels: rare, malformed
+        text = _render_links_nested(text, sink, deadline)  # links nested in labels: rare, malformed
     return text
 
 
-def _render_links_nested(text: str, sink: _LinkSink | None) -> str:
-    """Stack-based fallback for ``[[...]]`` nested inside other links."""
+def _render_links_nested(text: str, sink: _LinkSink | None, deadline: _Deadline = _NO_DEADLINE) -> str:
+    """Stack-based fallback for ``[[...]]`` nested inside other links; links nested deeper than
+    :data:`MAX_NESTING` show nothing."""
     root: list[str] = []
     # Frame: (pieces, links collected inside it, is a file/category link)
     stack: list[tuple[list[str], int]] = []
     pieces = root
     last = 0
-    for m in _BRACKETS.finditer(text):
+    for i, m in enumerate(_BRACKETS.finditer(text)):
+        if not i & 127:
+            deadline.check(m.start(), len(text))
         tok = m.group()
         pieces.append(text[last : m.start()])
         last = m.end()
@@ -1092,18 +1207,13 @@ def _render_links_nested(text: str, sink: _LinkSink | None) -> str:
         while n >= 2 and stack:
             body_parts, n_links = stack.pop()
             n -= 2
-            inner = "".join(body_parts)
             trail = ""
             if n == 0:
                 t = _LINK_TRAIL.match(text, last)
                 if t:
                     trail = t.group()
                     last = t.end()
-            bar = inner.find("|")
-            if bar >= 0:
-                out = _render_link(inner[:bar], inner[bar + 1 :], trail, sink)
-            else:
-                out = _render_link(inner, None, trail, sink)
+            out = _close_link(body_parts, trail, sink) if len(stack) < MAX_NESTING else ""
             if not out and sink is not None and len(sink.links) > n_links:
                 del sink.links[n_links:]  # links inside a dropped file caption
             pieces = stack[-1][0] if stack else root
@@ -1111,18 +1221,25 @@ def _render_links_nested(text: str, sink: _LinkSink | None) -> str:
         if n:
             pieces.append("]" * n)
     pieces.append(text[last:])
-    while stack:
-        body_parts, _ = stack.pop()
-        pieces = stack[-1][0] if stack else root
-        pieces.append("".join(body_parts))
+    # Unclosed links keep their text, joined once as in _expand_templates.
+    for body_parts, _ in stack:
+        root.extend(body_parts)
     return "".join(root)
+
+
+def _close_link(body_parts: list[str], trail: str, sink: _LinkSink | None) -> str:
+    inner = "".join(body_parts)
+    bar = inner.find("|")
+    if bar >= 0:
+        return _render_link(inner[:bar], inner[bar + 1 :], trail, sink)
+    return _render_link(inner, None, trail, sink)
 
 
 def _inline_markup(text: str, *, br: str) -> str:
     """External links, HTML tags, magic words, bold/italic (links already rendered)."""
     # Each pass only where its markup's first character occurs: most texts skip most regex passes.
     if "[" in text:
-        text = _EXT_LINK.sub(_ext_link_repl, text)
+        text = _ext_links(text)
     if "<" in text:
         text = _BR.sub(br, text)
         text = _HTML_TAG.sub("", text)
@@ -1135,8 +1252,34 @@ def _inline_markup(text: str, *, br: str) -> str:
     return text
 
 
-def _ext_link_repl(m: re.Match[str]) -> str:
-    return m.group(1) or ""
+def _ext_links(text: str) -> str:
+    """External links ``[url label]`` -> their labels ("" if none).
+
+    As ``_EXT_LINK.sub`` would, but a label runs to the first "]" of its line: when a label finds none, no link
+    that starts before the end of that line can close either, and those are skipped (each tried would scan to the
+    end of the line again: quadratic in a line of unclosed links).
+    """
+    out: list[str] = []
+    pos = 0  # text[:pos] is in out
+    dead = 0  # no link that starts before this offset can close
+    for start in _EXT_LINK_START.finditer(text):
+        at = start.start()
+        if at < pos or at < dead:
+            continue
+        m = _EXT_LINK.match(text, at)
+        if m is None:
+            url_end = _EXT_URL.match(text, start.end()).end()
+            if text[url_end : url_end + 1] in (" ", "\t"):  # a label that met no "]"
+                stop = _EXT_LABEL_END.search(text, url_end + 1)
+                dead = stop.start() if stop else len(text)
+            continue
+        out.append(text[pos:at])
+        out.append(m.group(1) or "")
+        pos = m.end()
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _finish(text: str) -> str:
@@ -1233,12 +1376,13 @@ def _paragraphs(text: str) -> str:
     return "\n".join(out)
 
 
-def _render_sections(raws: list[str], sink: _LinkSink) -> list[str]:
+def _render_sections(raws: list[str], sink: _LinkSink, deadline: _Deadline = _NO_DEADLINE) -> list[str]:
     """Each section's wikitext -> clean prose, links recorded with their section index."""
     rendered = []
     for i, raw in enumerate(raws):
+        deadline.check(i, len(raws))
         sink.section_index = i
-        rendered.append(_render_links(raw, sink))
+        rendered.append(_render_links(raw, sink, deadline))
     # One batch, as in _inline_many.
     text = _finish(_inline_markup(_SECTION_SEP.join(rendered), br=" "))
     parts = text.split(_SEP)
@@ -1331,79 +1475,92 @@ def _see_also_template_links(text: str) -> list[str]:
     return list(dict.fromkeys(link.target_title for link in sink.links))
 
 
-def parse_wikitext(wikitext: str, *, title: str = "", max_chars: int = DEFAULT_MAX_CHARS) -> ParsedPage:
+def parse_wikitext(
+    wikitext: str, *, title: str = "", max_chars: int = DEFAULT_MAX_CHARS, page_id: int | None = None
+) -> ParsedPage:
     """Parse one page's wikitext into clean sections, links, categories, infoboxes, tables.
 
     Never raises on a ``str``: malformed markup is cleaned as well as possible and noted in
-    ``warnings``. ``title`` only names the page in log messages.
+    ``warnings``. ``title`` and ``page_id`` only name the page in log messages. A page whose cleaning runs past
+    :data:`PAGE_TIME_LIMIT_S` keeps the clean text of its beginning (see there).
     """
     if not isinstance(wikitext, str):
         raise TypeError(f"wikitext must be str, not {type(wikitext).__name__}")
+    label = f"page {title!r}" if page_id is None else f"page {title!r} (id {page_id})"
     warnings: list[str] = []
     if len(wikitext) > max_chars:
         warnings.append(f"truncated from {len(wikitext)} to {max_chars} characters")
-        log.warning("page %r truncated from %d to %d characters", title, len(wikitext), max_chars)
+        log.warning("%s truncated from %d to %d characters", label, len(wikitext), max_chars)
         wikitext = wikitext[:max_chars]
     try:
-        return _parse(wikitext, warnings)
+        return _parse_in_time(wikitext, warnings, label)
     except (RecursionError, ValueError, IndexError, KeyError) as exc:  # defensive: a scanner bug
-        log.exception("page %r could not be parsed", title)
+        log.exception("%s could not be parsed", label)
         return ParsedPage(warnings=tuple(warnings) + (f"parse failed: {exc!r}",))
+
+
+def _parse_in_time(text: str, warnings: list[str], label: str) -> ParsedPage:
+    """:func:`_parse` within :data:`PAGE_TIME_LIMIT_S`; past it, again on the text cut where the cleaner got to, each
+    time within half the time left of twice the limit (and at least a 64th of the limit).
+
+    A cut keeps half the share of the stage's text the cleaner got through, between a 16th and a quarter of the
+    text (at a line break), while the time halves: the tries get through in a few steps.
+    """
+    limit = PAGE_TIME_LIMIT_S
+    start = time.monotonic()
+    stop, end = start + 2 * limit, start + limit
+    size = len(text)
+    while True:
+        try:
+            return _parse(text, list(warnings), _Deadline(end))
+        except _OutOfTime as exc:
+            cut = int(len(text) * min(max(exc.reached, 0.125), 0.5) / 2)
+            line = text.rfind("\n", 0, cut)
+            cut = line if line > cut // 2 else cut
+            if cut <= 0:
+                note = f"cleaning ran past {limit:g} s (PAGE_TIME_LIMIT_S), and on parts of it: page left empty"
+                log.warning("%s: %s", label, note)
+                return ParsedPage(warnings=(*warnings, note))
+            now = time.monotonic()
+            end = now + max((stop - now) / 2, limit / 64)
+            note = (
+                f"cleaning ran past {limit:g} s (PAGE_TIME_LIMIT_S) at {exc.reached:.0%} of a stage: "
+                f"cleaned again cut to the first {cut:,} of {size:,} characters"
+            )
+            log.warning("%s: %s", label, note)
+            warnings.append(note)
+            text = text[:cut]
 
 
 def _see_also(links: list[ParsedLink], in_see_also: list[bool], templated: list[str]) -> list[str]:
     """The titles a "See also" section links to, then those of the page's {{See also}}-style templates."""
-    see_also: list[str] = []
-    for link in links:
-        if in_see_also[link.section_index] and link.target_title not in see_also:
-            see_also.append(link.target_title)
-    see_also.extend(t for t in templated if t not in see_also)
-    return see_also
+    see_also = dict.fromkeys(link.target_title for link in links if in_see_also[link.section_index])
+    see_also.update(dict.fromkeys(templated))
+    return list(see_also)
 
 
-def _parse(text: str, warnings: list[str]) -> ParsedPage:
+def _parse(text: str, warnings: list[str], deadline: _Deadline = _NO_DEADLINE) -> ParsedPage:
     redirect = is_redirect(text)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     is_disambiguation = DISAMBIGUATION_MAGIC_WORD in text
-    text = _strip_comments(text, warnings)
-    text = _strip_tags_with_content(text, warnings)
+    text = _strip_comments(text, warnings, deadline)
+    text = _strip_tags_with_content(text, warnings, deadline)
     templated_see_also = _see_also_template_links(text)
     state = _TemplateState()
-    text = _expand_templates(text, state)
+    text = _expand_templates(text, state, deadline)
     tables: list[tuple[int, tuple[str, ...]]] = []
-    text = _extract_tables(text, tables, warnings)
+    text = _extract_tables(text, tables, warnings, deadline)
     tables.sort(key=lambda t: t[0])
 
     spans = _split_sections(text)
     headings = _inline_many([h for _, h, _, _ in spans[1:]])
     sink = _LinkSink()
-    bodies = _render_sections([text[start:end] for _, _, start, end in spans], sink)
-    sections: list[ParsedSection] = []
-    in_see_also: list[bool] = []
-    levels: list[int] = []
-    paths: list[str] = []
-    for i, (level, _, _, _) in enumerate(spans):
-        heading = headings[i - 1] if i else ""
-        if i == 0:
-            parent, path = None, ""
-        else:
-            parent = 0
-            for j in range(i - 1, 0, -1):
-                if levels[j] < level:
-                    parent = j
-                    break
-            path = f"{paths[parent]} > {heading}" if parent else heading
-        levels.append(level)
-        paths.append(path)
-        # A "See also" section, with any subsections it has.
-        in_see_also.append(
-            bool(i) and (heading.casefold().rstrip(":") == "see also" or (parent is not None and in_see_also[parent]))
-        )
-        sections.append(
-            ParsedSection(index=i, level=level, heading=heading, parent_index=parent, heading_path=path, text=bodies[i])
-        )
+    bodies = _render_sections([text[start:end] for _, _, start, end in spans], sink, deadline)
+    sections, in_see_also = _sections([level for level, _, _, _ in spans], headings, bodies)
     see_also = _see_also(sink.links, in_see_also, templated_see_also)
+    if len(warnings) > _MAX_WARNINGS:
+        warnings[_MAX_WARNINGS:] = [f"and {len(warnings) - _MAX_WARNINGS:,} more warnings"]
     return ParsedPage(
         redirect_target=redirect[0] if redirect else None,
         redirect_fragment=redirect[1] if redirect else None,
@@ -1417,3 +1574,34 @@ def _parse(text: str, warnings: list[str]) -> ParsedPage:
         tables=tuple(rows for _, rows in tables),
         warnings=tuple(warnings),
     )
+
+
+def _sections(levels: list[int], headings: list[str], bodies: list[str]) -> tuple[list[ParsedSection], list[bool]]:
+    """The sections with their parents and heading paths, and whether each is (under) a "See also" section.
+
+    A section's parent is the nearest section before it of a lower level (the lead if none): found with a stack of
+    the candidates, lowest level first, rather than by a scan back from each section (quadratic in siblings).
+    """
+    sections: list[ParsedSection] = []
+    in_see_also: list[bool] = []
+    paths: list[str] = []
+    stack: list[int] = []  # sections after the lead that may parent the next one, their levels rising
+    for i, level in enumerate(levels):
+        heading = headings[i - 1] if i else ""
+        parent: int | None = None
+        path = ""
+        if i:
+            while stack and levels[stack[-1]] >= level:
+                stack.pop()
+            parent = stack[-1] if stack else 0
+            path = f"{paths[parent]} > {heading}" if parent else heading
+            stack.append(i)
+        paths.append(path)
+        # A "See also" section, with any subsections it has.
+        in_see_also.append(
+            bool(i) and (heading.casefold().rstrip(":") == "see also" or (parent is not None and in_see_also[parent]))
+        )
+        sections.append(
+            ParsedSection(index=i, level=level, heading=heading, parent_index=parent, heading_path=path, text=bodies[i])
+        )
+    return sections, in_see_also
