@@ -149,14 +149,16 @@ def infobox_triples(parsed: ParsedPage, chunks: Sequence[ParsedChunk], starts: S
     links = infobox_link_targets(parsed)
     where = _info_rows(chunks, starts)
     seen: set[tuple[str, str]] = set()
+    linked: set[str] = set()  # keys whose link targets (those of all of the key's repeats) were given once
     for _kind, pairs in parsed.infoboxes:
         for key, value in pairs:
             relation = _fact_relation(key)
-            if relation is None:
+            if relation is None or key in linked:
                 continue
             chunk, sentence = where.get(key.replace("_", " ").casefold(), (None, None))
             targets = links.get(key)
             if targets:
+                linked.add(key)
                 objects = [(link_relation(relation, t), t) for t in targets]
             else:
                 parts = [p.strip() for p in _VALUE_SPLIT.split(value)]

@@ -114,13 +114,13 @@ def test_many_warnings_are_summed_up():
 # The time bound
 
 
-def _big_page(shared_data) -> str:
-    text = (shared_data / "wikitext_pages" / "anarchism.txt").read_text(encoding="utf-8")
+def _big_page(data_dir) -> str:
+    text = (data_dir / "wikitext_pages" / "anarchism.txt").read_text(encoding="utf-8")
     return "\n".join([text] * 8)
 
 
-def test_a_page_past_the_time_bound_keeps_its_beginning(shared_data, monkeypatch, caplog):
-    text = _big_page(shared_data)
+def test_a_page_past_the_time_bound_keeps_its_beginning(data_dir, monkeypatch, caplog):
+    text = _big_page(data_dir)
     full = parse_wikitext(text)
     monkeypatch.setattr(wikitext, "PAGE_TIME_LIMIT_S", 0.02)
     start = time.monotonic()
@@ -136,9 +136,9 @@ def test_a_page_past_the_time_bound_keeps_its_beginning(shared_data, monkeypatch
     assert [s.text for s in page.sections[:-1]] == [s.text for s in full.sections[: len(page.sections) - 1]]
 
 
-def test_the_build_goes_on_past_the_time_bound(shared_data, monkeypatch):
+def test_the_build_goes_on_past_the_time_bound(data_dir, monkeypatch):
     monkeypatch.setattr(wikitext, "PAGE_TIME_LIMIT_S", 0.02)
-    rows = page_rows(RawPage(12, "Anarchism", 0, "wikitext", text=_big_page(shared_data)))
+    rows = page_rows(RawPage(12, "Anarchism", 0, "wikitext", text=_big_page(data_dir)))
     assert not rows.failed
     assert any("(id 12)" in w and "PAGE_TIME_LIMIT_S" in w for w in rows.warnings)
 
@@ -221,3 +221,19 @@ def test_a_multistream_group_that_expands_without_bound_is_an_error(monkeypatch)
     assert readers.decompress_group("d.xml.bz2", 0, bz2.compress(b"a" * 1000), len(data)) == b"a" * 1000
     with pytest.raises(InputError, match="expand past 1 MB"):
         readers.decompress_group("d.xml.bz2", 0, data, len(data))
+
+
+def test_an_infobox_repeating_a_linked_key_is_linear():
+    """Each repeat of a key made all the key's link targets again (the triples of an infobox: page_rows)."""
+    from indexer import triples
+
+    def facts(n: int) -> tuple[float, int]:
+        text = "{{Infobox person\n" + "".join(f"| spouse = [[Person {i}]]\n" for i in range(n)) + "}}\nText."
+        parsed = parse_wikitext(text, title="T")
+        start = time.process_time()
+        found = list(triples.infobox_triples(parsed, [], []))
+        return time.process_time() - start, len(found)
+
+    (small, n_small), (large, n_large) = facts(4000), facts(8000)
+    assert (n_small, n_large) == (4000, 8000)  # every target once, as before
+    assert large <= 2.5 * small + 0.01, f"{small:.3f} s -> {large:.3f} s"
