@@ -764,14 +764,14 @@ def _jsonable(value: Any) -> Any:
 
 # -- resource check before a build --------------------------------------------------------------------------------
 
-# Bytes on disk per passage of each part of the index, and peak RSS of the build: measured by
-# benchmarks/bench_scale.py on enwiki-shaped dumps (benchmarks/RESULTS.md, "Scale").
+# Bytes on disk per passage of each part of the index, and peak RSS of the build under the default budget: a line
+# through benchmarks/bench_scale.py's builds of enwiki-shaped dumps at two sizes (benchmarks/RESULTS.md, "Scale").
 # The store includes its triples and its lookups/; kg adds the graph arrays to lookups/.
-DISK_PER_PASSAGE = {"store": 1150, "bm25": 950, "tfidf": 1300, "dense": 1600, "kg": 200}
-TEMP_DISK_SHARE = 0.5  # spill files, the Lucene merge and the old index beside the new one, over the final size
-RAM_BASE_MB = 1000  # the build process, the JVM and DuckDB before the corpus fills their shares
+DISK_PER_PASSAGE = {"store": 1000, "bm25": 125, "tfidf": 1215, "dense": 1600, "kg": 170}
+TEMP_DISK_SHARE = 0.7  # TF-IDF's spill files beside its postings and the finished parts, over the final size
+RAM_BASE_MB = 1850  # the build process, the JVM and DuckDB before the corpus fills their shares
 RAM_PER_WORKER_MB = 250
-RAM_PER_PASSAGE = 2000  # bytes of peak RSS per passage until the stages reach their shares of the budget
+RAM_PER_PASSAGE = 220  # bytes of peak RSS per passage until the stages reach their shares of the budget
 RESOURCE_CHECK_MIN_BYTES = 64 << 20  # smaller inputs are not checked
 SAMPLE_BYTES = 2 << 20  # bytes of each input cleaned (decompressed) and decompressed (compressed) for the estimate
 SKIP_CHECK_ENV = "WIKIGROUND_SKIP_RESOURCE_CHECK"
