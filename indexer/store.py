@@ -78,16 +78,27 @@ _LEAD_SQL = (
 )
 
 
-def _evidence_rows(cur: Any, keys: str, params: list) -> list[tuple]:
-    """The evidence rows: passages with their page's columns after them, by passage id (``keys`` from
-    :func:`in_keys`). Two point lookups, not a join: DuckDB builds a join's hash table over the pages side, whose
-    memory grows with the corpus, while a lookup by keys reads only the blocks that hold them."""
-    rows = cur.execute(f"SELECT {_PASSAGE_COLS} FROM passages WHERE passage_id IN {keys}", params).fetchall()
+# Passages one evidence query reads at most: a lookup by keys holds the block of each key's text in memory at once
+# (keys spread over the table are as many blocks), so a block of claims' evidence is read in slices of this many.
+EVIDENCE_KEYS_PER_QUERY = 64
+
+
+def _evidence_rows(cur: Any, ids: Sequence[int]) -> list[tuple]:
+    """The evidence rows: passages with their page's columns after them, by passage id, in slices of
+    :data:`EVIDENCE_KEYS_PER_QUERY`. Two point lookups, not a join: DuckDB builds a join's hash table over the pages
+    side, whose memory grows with the corpus, while a lookup by keys reads only the blocks that hold them."""
+    rows: list[tuple] = []
+    for at in range(0, len(ids), EVIDENCE_KEYS_PER_QUERY):
+        keys, params = in_keys(ids[at : at + EVIDENCE_KEYS_PER_QUERY])
+        rows.extend(cur.execute(f"SELECT {_PASSAGE_COLS} FROM passages WHERE passage_id IN {keys}", params).fetchall())
     if not rows:
         return []
-    page_keys, page_params = in_keys(sorted({int(r[1]) for r in rows}))
-    found = cur.execute(f"SELECT {_PAGE_COLS} FROM pages WHERE page_id IN {page_keys}", page_params).fetchall()
-    pages = {int(p[0]): p for p in found}
+    page_ids = sorted({int(r[1]) for r in rows})
+    pages: dict[int, tuple] = {}
+    for at in range(0, len(page_ids), EVIDENCE_KEYS_PER_QUERY):
+        keys, params = in_keys(page_ids[at : at + EVIDENCE_KEYS_PER_QUERY])
+        found = cur.execute(f"SELECT {_PAGE_COLS} FROM pages WHERE page_id IN {keys}", params).fetchall()
+        pages.update((int(p[0]), p) for p in found)
     return [(*r, *pages[int(r[1])]) for r in rows if int(r[1]) in pages]
 
 
@@ -504,7 +515,7 @@ class Store:
         spans: dict[int, list[tuple[int, int]]] = {}
         for con in self._cons():
             cur = con.cursor()
-            rows.extend(_evidence_rows(cur, keys, params))
+            rows.extend(_evidence_rows(cur, ids))
             known = self._lookups.sentence_ids(ids) if con is self._main and self._lookups is not None else None
             if known is not None:
                 spans.update({pid: list(enumerate(sids)) for pid, sids in known.items()})
