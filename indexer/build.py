@@ -445,7 +445,7 @@ def _ingest(
     passage_words: int,
     build_info: tuple[str, str] | None = None,
     graph: bool = False,
-    memory: int | None = None,
+    memory: int,
 ) -> dict[str, Any]:
     """Read every input into the store; returns the writer's counts plus the readers (for their stats).
     ``build_info`` (build id, start time) goes into the store's ``build_info`` table; ``graph``: write the kg
@@ -455,8 +455,7 @@ def _ingest(
     readers: list[InputReader] = []
     total_bytes = sum(p.stat().st_size for p in paths if p.is_file())
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="ingest", disable=not progress, smoothing=0.1)
-    budget = default_build_memory() if memory is None else memory
-    writer = StoreWriter(db_path, memory_limit=ingest_duckdb_share(budget, workers))
+    writer = StoreWriter(db_path, memory_limit=ingest_duckdb_share(memory, workers))
     pool = _LazyPool(workers)
     if workers > 1 and total_bytes >= WARM_POOL_BYTES:
         pool.start()
@@ -486,7 +485,7 @@ def _ingest(
     if result["counts"]["pages"] == 0 and result["counts"]["redirects"] == 0:
         raise InputError(f"no pages found in namespace(s) {namespaces}", path=", ".join(str(p) for p in paths))
     build_id = build_info[0] if build_info else None
-    result["lookups"] = _write_lookups(db_path, build_id, graph=graph, memory=int(budget * LOOKUPS_DUCKDB_SHARE))
+    result["lookups"] = _write_lookups(db_path, build_id, graph=graph, memory=int(memory * LOOKUPS_DUCKDB_SHARE))
     result["readers"] = readers
     return result
 
