@@ -1,7 +1,8 @@
 """TF-IDF retrieval (scikit-learn, hashed word uni+bigrams, sublinear tf) stored as term-major postings.
 
 Folder layout (``out_dir``): the postings files of tfidf_postings.py (``buckets.npy``, ``idf.npy``,
-``indptr.npy``, ``indices.npy``, ``data.npy``), the passage table files (see passage_table.py) and
+``indptr.npy``, ``indices.npy``, ``weights.npy``, ``wlo.npy``, ``wstep.npy``), the passage table files (see
+passage_table.py) and
 ``params.json`` (written last). No pickle, no vocabulary: a term is its hash bucket. Every array is
 memory-mapped on open, so the query process holds only what queries touch.
 
@@ -33,7 +34,7 @@ from wikiground.records import Hit
 log = logging.getLogger(__name__)
 
 NAME = "tfidf"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 MIN_DF_LARGE_CORPUS = 100_000  # from this many passages, n-grams seen once are dropped (min_df=2)
 BATCH_ROWS = 20_000  # passages hashed at a time
 PARALLEL_MIN_PASSAGES = 50_000  # from this many passages, hashing runs in worker processes
@@ -120,7 +121,14 @@ def build(
         with tqdm(total=n, unit="passage", desc="tfidf", disable=not progress) as bar:
             batches = _counted(_batches(con, db_path, n), bar)
             counts = postings.build_postings(
-                batches, out_dir, params, n=n, min_df=min_df, spill_entries=postings.SPILL_ENTRIES, workers=workers
+                batches,
+                out_dir,
+                params,
+                n=n,
+                min_df=min_df,
+                spill_entries=postings.SPILL_ENTRIES,
+                workers=workers,
+                keep=POSTING_BUDGET,
             )
         write_table(con, db_path, out_dir)
     finally:
@@ -132,6 +140,8 @@ def build(
         "terms": counts["terms"],
         "nnz": counts["nnz"],
         "layout": "term-major postings, impact-ordered",
+        "postings_per_term": POSTING_BUDGET,
+        "weight_levels": postings.LEVELS,
         "sklearn_version": sklearn.__version__,
         "vectorizer": params,
         "build_seconds": round(time.perf_counter() - t0, 2),
@@ -159,8 +169,11 @@ def _load_arrays(folder: Path) -> dict[str, np.ndarray]:
         except (OSError, ValueError) as exc:
             raise IndexCorruptError(f"{folder / name}: TF-IDF index unreadable: {exc}") from exc
     terms, nnz = len(arrays["buckets"]), len(arrays["indices"])
-    if len(arrays["idf"]) != terms or len(arrays["indptr"]) != terms + 1 or len(arrays["data"]) != nnz:
-        raise IndexCorruptError(f"{folder}: buckets / idf / indptr / indices / data sizes disagree")
+    per_term = ("idf", "wlo", "wstep")
+    if any(len(arrays[a]) != terms for a in per_term) or len(arrays["indptr"]) != terms + 1:
+        raise IndexCorruptError(f"{folder}: buckets / idf / wlo / wstep / indptr sizes disagree")
+    if len(arrays["weights"]) != nnz:
+        raise IndexCorruptError(f"{folder}: indices / weights sizes disagree")
     if terms and int(arrays["indptr"][-1]) != nnz:
         raise IndexCorruptError(f"{folder / 'indptr.npy'}: ends at {int(arrays['indptr'][-1])}, not at {nnz}")
     return arrays
@@ -221,7 +234,7 @@ class TfidfBackend:
         pos = np.minimum(np.searchsorted(self._buckets, buckets), len(self._buckets) - 1)
         return pos.astype(np.int64), self._buckets[pos] == buckets
 
-    def _weights(self, buckets: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _query_vector(self, buckets: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(term ids, weights) of one hashed text: sublinear tf x idf, L2-normalised over the held terms."""
         tids, held = self._term_ids(buckets)
         if not held.any():
@@ -238,7 +251,7 @@ class TfidfBackend:
         if not texts:
             return []
         x = self._hasher.transform([t if isinstance(t, str) else "" for t in texts])
-        return [self._weights(x.indices[a:b], x.data[a:b]) for a, b in zip(x.indptr[:-1], x.indptr[1:])]
+        return [self._query_vector(x.indices[a:b], x.data[a:b]) for a, b in zip(x.indptr[:-1], x.indptr[1:])]
 
     def vectorize(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(term ids, weights) of the L2-normalised TF-IDF vector of ``text`` (buckets no passage filled dropped)."""
@@ -254,16 +267,17 @@ class TfidfBackend:
         """Passage ids with a non-zero score and their scores, reading at most ``posting_budget`` postings."""
         ends = self._indptr[tids + 1]
         take = water_fill(ends - self._indptr[tids], self.posting_budget)
+        lows, steps = self._wlo[tids].tolist(), self._wstep[tids].tolist()
         acc = self._accumulator()
         fresh = []
         try:
-            for end, count, w in zip(ends.tolist(), take.tolist(), weights.tolist()):
+            for end, count, w, lo, step in zip(ends.tolist(), take.tolist(), weights.tolist(), lows, steps):
                 if not count:
                     continue
                 rows = self._indices[end - count : end]  # the list's high-weight end
                 cur = acc[rows]
                 fresh.append(rows[cur == 0])  # a passage's first term: weights are > 0, so 0 means untouched
-                acc[rows] = cur + self._data[end - count : end] * np.float32(w)
+                acc[rows] = cur + postings.dequantize(self._weights[end - count : end], lo, step) * np.float32(w)
             ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int32)
             scores = acc[ids]
             acc[ids] = 0  # clean for the next query

@@ -10,10 +10,14 @@ does), so no vocabulary is ever held. The build streams the passages three times
 
 Memory: a few batches, one range (with a df counter of its buckets), the kept buckets and their df (8 bytes
 each), and a norm per passage (8 bytes each).
-Disk: the spill files (12 bytes an entry) beside the output (8 bytes an entry) until the build ends.
+Disk: the spill files (``SPILL``: 8 bytes an entry, the bucket's offset in its range packed with the count) beside
+the output (5 bytes a kept posting) until the build ends.
 Output (``FILES``): ``buckets.npy`` (sorted kept bucket ids = the terms), ``idf.npy``, ``indptr.npy`` (int64,
-len V+1), ``indices.npy`` (int32 passage ids) and ``data.npy`` (float32 weights of L2-normalised passage rows).
-Within a term, postings ascend by weight: the tail of a list holds the passages where the term weighs most.
+len V+1), ``indices.npy`` (int32 passage ids), ``weights.npy`` (uint8: each posting's weight in the L2-normalised
+passage row, on a log scale between its term's ``wlo.npy`` and ``wlo + 255 * wstep``, float32 natural logs).
+Within a term, postings ascend by weight: the tail of a list holds the passages where the term weighs most. A list
+keeps at most ``keep`` postings, its high-weight end: a query reads no more than its posting budget of one list, so
+with ``keep`` at that budget the postings left out are ones no query would read.
 """
 
 from __future__ import annotations
@@ -34,8 +38,13 @@ SPILL_ENTRIES = 8_000_000  # entries of one bucket range in RAM at a time (12 by
 ENTRIES_PER_PASSAGE = 200  # a first guess of distinct n-grams per passage, to choose the number of ranges
 MAX_RANGES = 1024
 MAX_RANGE_WIDTH = 1 << 20
-FILES = ("buckets.npy", "idf.npy", "indptr.npy", "indices.npy", "data.npy")
-SPILL = np.dtype([("bucket", "<u4"), ("doc", "<i4"), ("tf", "<f4")])
+MAX_FEATURES = MAX_RANGES * MAX_RANGE_WIDTH  # a bucket's offset in its range fits COUNT_SHIFT bits
+COUNT_SHIFT = 20
+MAX_COUNT = (1 << (32 - COUNT_SHIFT)) - 1  # an n-gram's count in one passage saturates here (passages are short)
+LEVELS = 255  # weight steps of a posting (uint8)
+FILES = ("buckets.npy", "idf.npy", "indptr.npy", "indices.npy", "weights.npy", "wlo.npy", "wstep.npy")
+SPILL = np.dtype([("key", "<u4"), ("doc", "<i4")])  # key: count << COUNT_SHIFT | bucket offset in the range
+ENTRY = np.dtype([("bucket", "<u4"), ("doc", "<i4"), ("tf", "<f4")])  # a range's entries, decoded
 
 
 def hasher(params: dict):
@@ -112,10 +121,8 @@ def hashed(batches: Iterable[list[str]], params: dict, workers: int) -> Iterator
             yield window.popleft().result()
 
 
-def spill(
-    hashed_batches: Iterable[tuple[np.ndarray, ...]], sublinear: bool, spill_dir: Path, ranges: int, n_features: int
-) -> int:
-    """Pass 1: each hashed batch's (bucket, passage, tf) entries into ``ranges`` spill files by bucket range
+def spill(hashed_batches: Iterable[tuple[np.ndarray, ...]], spill_dir: Path, ranges: int, n_features: int) -> int:
+    """Pass 1: each hashed batch's (bucket, passage, count) entries into ``ranges`` spill files by bucket range
     (passage ids counted from 0); returns N."""
     shift = max(0, (n_features - 1).bit_length() - (ranges - 1).bit_length())
     files = [open(spill_dir / f"range-{r:04d}.bin", "wb") for r in range(ranges)]  # noqa: SIM115
@@ -123,10 +130,12 @@ def spill(
     try:
         for indptr, indices, counts in hashed_batches:
             rows = len(indptr) - 1
+            buckets = indices.astype(np.uint32)
             rec = np.empty(len(indices), dtype=SPILL)
-            rec["bucket"], rec["doc"] = indices, np.repeat(np.arange(n, n + rows, dtype=np.int32), np.diff(indptr))
-            rec["tf"] = 1.0 + np.log(counts) if sublinear else counts
-            rid = (rec["bucket"] >> shift).astype(np.uint16)  # < MAX_RANGES: a radix sort
+            count = np.clip(np.rint(counts), 1, MAX_COUNT).astype(np.uint32)
+            rec["key"] = (count << np.uint32(COUNT_SHIFT)) | (buckets & np.uint32((1 << shift) - 1))
+            rec["doc"] = np.repeat(np.arange(n, n + rows, dtype=np.int32), np.diff(indptr))
+            rid = (buckets >> shift).astype(np.uint16)  # < MAX_RANGES: a radix sort
             order = np.argsort(rid, kind="stable")
             rec, rid = rec[order], rid[order]
             cuts = np.searchsorted(rid, np.arange(ranges + 1))
@@ -139,18 +148,27 @@ def spill(
     return n
 
 
-def _ranges(spill_dir: Path, ranges: int, n_features: int) -> Iterator[tuple[int, int, np.ndarray]]:
-    """(first bucket, width, entries) of each bucket range, in bucket order."""
+def _ranges(spill_dir: Path, ranges: int, n_features: int, sublinear: bool) -> Iterator[tuple[int, int, np.ndarray]]:
+    """(first bucket, width, decoded ``ENTRY`` entries) of each bucket range, in bucket order."""
     width = n_features // ranges
     for r in range(ranges):
-        yield r * width, width, np.fromfile(spill_dir / f"range-{r:04d}.bin", dtype=SPILL)
+        raw = np.fromfile(spill_dir / f"range-{r:04d}.bin", dtype=SPILL)
+        rec = np.empty(len(raw), dtype=ENTRY)
+        rec["bucket"] = (raw["key"] & np.uint32(width - 1)) + np.uint32(r * width)
+        rec["doc"] = raw["doc"]
+        count = (raw["key"] >> np.uint32(COUNT_SHIFT)).astype(np.float32)
+        rec["tf"] = 1.0 + np.log(count) if sublinear else count
+        del raw
+        yield r * width, width, rec
 
 
-def df_and_norms(spill_dir: Path, n: int, min_df: int, ranges: int, n_features: int) -> tuple[list, np.ndarray]:
+def df_and_norms(
+    spill_dir: Path, n: int, min_df: int, ranges: int, n_features: int, sublinear: bool
+) -> tuple[list, np.ndarray]:
     """Pass 2: per range, its kept buckets and their df (``min_df`` and over); each passage's L2 norm."""
     kept: list[tuple[np.ndarray, np.ndarray]] = []
     sq = np.zeros(n, dtype=np.float64)
-    for lo, width, rec in _ranges(spill_dir, ranges, n_features):
+    for lo, width, rec in _ranges(spill_dir, ranges, n_features, sublinear):
         df = np.bincount(rec["bucket"] - lo, minlength=width).astype(np.int32)
         df[df < min_df] = 0
         keep = df[rec["bucket"] - lo] > 0
@@ -168,13 +186,59 @@ def _npy_header(f, dtype, length: int) -> None:
     np.lib.format.write_array_header_2_0(f, header)
 
 
-def write_postings(spill_dir: Path, out_dir: Path, kept: list, norms: np.ndarray, n: int, n_features: int) -> dict:
+def quantize(w: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(uint8 levels, per-list log of the lowest weight, per-list log step) of ``w``, lists of ``lengths`` laid end to
+    end, each ascending: a level is ``round((log w - wlo) / wstep)``, so every weight keeps its rank in its list and
+    comes back within half a step of its logarithm."""
+    logw = np.log(np.maximum(w, np.float32(1e-30))).astype(np.float32)
+    ends = np.cumsum(lengths, dtype=np.int64)
+    filled = lengths > 0
+    wlo = np.zeros(len(lengths), dtype=np.float32)
+    whi = np.zeros(len(lengths), dtype=np.float32)
+    wlo[filled], whi[filled] = logw[ends[filled] - lengths[filled]], logw[ends[filled] - 1]
+    wstep = ((whi - wlo) / LEVELS).astype(np.float32)
+    lo, step = np.repeat(wlo, lengths), np.repeat(wstep, lengths)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        level = np.where(step > 0, np.rint((logw - lo) / step), 0)
+    return np.clip(level, 0, LEVELS).astype(np.uint8), wlo, wstep
+
+
+def dequantize(levels: np.ndarray, wlo: float, wstep: float) -> np.ndarray:
+    """The float32 weights of one list's ``levels``."""
+    return np.exp(np.float32(wlo) + np.float32(wstep) * levels.astype(np.float32))
+
+
+def _kept_tail(df: np.ndarray, keep: int) -> tuple[np.ndarray | slice, np.ndarray]:
+    """(which of the lists of ``df`` entries laid end to end stay: each list's last ``keep``, kept lengths)."""
+    lengths = np.minimum(df, keep).astype(np.int64)
+    long = np.flatnonzero(df > keep)
+    if not len(long):
+        return slice(None), lengths
+    ends = np.cumsum(df, dtype=np.int64)
+    mask = np.ones(int(ends[-1]), dtype=bool)
+    for t in long.tolist():  # the few lists longer than a query's budget
+        mask[ends[t] - df[t] : ends[t] - keep] = False
+    return mask, lengths
+
+
+def write_postings(
+    spill_dir: Path,
+    out_dir: Path,
+    kept: list,
+    norms: np.ndarray,
+    n: int,
+    n_features: int,
+    *,
+    sublinear: bool,
+    keep: int,
+) -> dict:
     """Pass 3: the term-major, impact-ordered postings files (each written whole, then moved into place)."""
-    specs = {"buckets.npy": np.uint32, "idf.npy": np.float32, "indptr.npy": np.int64}
-    specs.update({"indices.npy": np.int32, "data.npy": np.float32})
+    specs = {"buckets.npy": np.uint32, "idf.npy": np.float32, "indptr.npy": np.int64, "indices.npy": np.int32}
+    specs.update({"weights.npy": np.uint8, "wlo.npy": np.float32, "wstep.npy": np.float32})
     terms = sum(len(b) for b, _ in kept)
-    nnz = int(sum(int(d.sum(dtype=np.int64)) for _, d in kept))
-    sizes = {"buckets.npy": terms, "idf.npy": terms, "indptr.npy": terms + 1, "indices.npy": nnz, "data.npy": nnz}
+    nnz = int(sum(int(np.minimum(d, keep).sum(dtype=np.int64)) for _, d in kept))
+    sizes = dict.fromkeys(("buckets.npy", "idf.npy", "wlo.npy", "wstep.npy"), terms)
+    sizes.update({"indptr.npy": terms + 1, "indices.npy": nnz, "weights.npy": nnz})
     with contextlib.ExitStack() as stack:
         files = {}
         for name, dtype in specs.items():
@@ -182,7 +246,8 @@ def write_postings(spill_dir: Path, out_dir: Path, kept: list, norms: np.ndarray
             _npy_header(files[name], dtype, sizes[name])
         files["indptr.npy"].write(np.zeros(1, dtype=np.int64).tobytes())
         written = 0
-        for (lo, width, rec), (buckets, df_kept) in zip(_ranges(spill_dir, len(kept), n_features), kept):
+        ranges = _ranges(spill_dir, len(kept), n_features, sublinear)
+        for (lo, width, rec), (buckets, df_kept) in zip(ranges, kept):
             df = np.zeros(width, dtype=np.int32)
             df[buckets - lo] = df_kept
             rec = rec[df[rec["bucket"] - lo] > 0]
@@ -191,12 +256,17 @@ def write_postings(spill_dir: Path, out_dir: Path, kept: list, norms: np.ndarray
             # passage order among equal weights.
             key = (rec["bucket"].astype(np.uint64) << np.uint64(32)) | w.astype(np.float32).view(np.uint32)
             order = np.argsort(key, kind="stable")
+            tail, lengths = _kept_tail(df_kept, keep)
+            order = order[tail]
+            levels, wlo, wstep = quantize(w[order].astype(np.float32), lengths)
             files["indices.npy"].write(rec["doc"][order].tobytes())
-            files["data.npy"].write(w[order].astype(np.float32).tobytes())
-            files["buckets.npy"].write(buckets.tobytes())
-            files["idf.npy"].write(smooth_idf(df_kept, n).tobytes())
-            files["indptr.npy"].write((written + np.cumsum(df_kept, dtype=np.int64)).tobytes())
-            written += len(rec)
+            files["weights.npy"].write(levels.tobytes())
+            for name, array in (("buckets.npy", buckets), ("idf.npy", smooth_idf(df_kept, n))):
+                files[name].write(array.tobytes())
+            files["wlo.npy"].write(wlo.tobytes())
+            files["wstep.npy"].write(wstep.tobytes())
+            files["indptr.npy"].write((written + np.cumsum(lengths, dtype=np.int64)).tobytes())
+            written += len(order)
         if written != nnz:
             raise BuildError(f"{out_dir}: wrote {written} postings of {nnz}")
     return {"terms": terms, "nnz": nnz}
@@ -206,7 +276,7 @@ def check_disk(out_dir: Path, n: int) -> None:
     """Refuse to start a build whose spill and output files would not fit the free space (a first estimate)."""
     import shutil
 
-    need = n * ENTRIES_PER_PASSAGE * (SPILL.itemsize + 8)
+    need = n * ENTRIES_PER_PASSAGE * (SPILL.itemsize + 5)
     free = shutil.disk_usage(out_dir).free
     if need > free:
         raise BuildError(
@@ -216,24 +286,33 @@ def check_disk(out_dir: Path, n: int) -> None:
 
 
 def build_postings(
-    batches: Iterable[list[str]], out_dir: Path, params: dict, *, n: int, min_df: int, spill_entries: int, workers: int
+    batches: Iterable[list[str]],
+    out_dir: Path,
+    params: dict,
+    *,
+    n: int,
+    min_df: int,
+    spill_entries: int,
+    workers: int,
+    keep: int,
 ) -> dict:
-    """The whole build of the postings files from ``batches`` of passage texts (``n`` passages in all)."""
+    """The whole build of the postings files from ``batches`` of passage texts (``n`` passages in all), each
+    list cut to its ``keep`` highest weights."""
     import tempfile
 
     check_disk(out_dir, n)
     n_features = int(params["n_features"])
-    if n_features < 2 or n_features & (n_features - 1) or n_features > 1 << 32:
-        raise BuildError(f"n_features must be a power of two up to 2**32, got {n_features}")
+    if n_features < 2 or n_features & (n_features - 1) or n_features > MAX_FEATURES:
+        raise BuildError(f"n_features must be a power of two up to 2**30, got {n_features}")
     with tempfile.TemporaryDirectory(prefix=".spill-", dir=out_dir) as tmp:
         spill_dir = Path(tmp)
         sublinear = bool(params.get("sublinear_tf", True))
         ranges = range_count(n, n_features, spill_entries)
-        got = spill(hashed(batches, params, workers), sublinear, spill_dir, ranges, n_features)
+        got = spill(hashed(batches, params, workers), spill_dir, ranges, n_features)
         if got != n:
             raise BuildError(f"{out_dir}: read {got} passages where the store counted {n}")
         spilled = sum(os.path.getsize(p) for p in spill_dir.glob("range-*.bin")) // SPILL.itemsize
-        kept, norms = df_and_norms(spill_dir, n, min_df, ranges, n_features)
-        counts = write_postings(spill_dir, out_dir, kept, norms, n, n_features)
+        kept, norms = df_and_norms(spill_dir, n, min_df, ranges, n_features, sublinear)
+        counts = write_postings(spill_dir, out_dir, kept, norms, n, n_features, sublinear=sublinear, keep=keep)
     counts["spilled_entries"] = int(spilled)
     return counts

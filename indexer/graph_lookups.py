@@ -13,7 +13,8 @@ Files in ``DIR/lookups/`` (written with the other lookups, counted in their para
   the i-th subject are rows ``subject_start[i]:subject_start[i + 1]``; ``graph.subject_title.*`` its title;
 - per fact, in ``triples``' row order: ``graph.object.npy`` and ``graph.relation.npy`` (int32 ids into the sorted
   dictionaries ``graph.objects.*`` and ``graph.relations.*``), ``graph.source.npy`` (uint8, into
-  ``graph.sources.*``), ``graph.object_page_id.npy``, ``graph.passage_id.npy`` (int64) and
+  ``graph.sources.*``), ``graph.object_page_id.npy``, ``graph.passage_id.npy`` (int32 while every id fits, else
+  int64) and
   ``graph.sentence_id.npy`` (int32; -1 for NULL), and ``graph.start.npy`` / ``graph.end.npy`` (int32): where the
   stating sentence lies in its passage's text (-1 when no sentence states the fact);
 - a dictionary ``{name}``: ``{name}.bin`` (UTF-8 strings, concatenated) and ``{name}.offsets.npy`` (int64).
@@ -43,8 +44,8 @@ _INT_COLUMNS = {
     "object": np.int32,
     "relation": np.int32,
     "source": np.uint8,
-    "object_page_id": np.int64,
-    "passage_id": np.int64,
+    "object_page_id": np.int32,  # int64 when an id is past int32 (wide_columns)
+    "passage_id": np.int32,
     "sentence_id": np.int32,
     "start": np.int32,
     "end": np.int32,
@@ -123,9 +124,16 @@ def _write_strings(con: Any, folder: Path, name: str, sql: str, keep: tuple[int,
     return [np.concatenate(a) if a else np.zeros(0, dtype=np.int64) for a in kept]
 
 
+def wide_columns(con: Any) -> set[str]:
+    """The id columns whose largest value does not fit int32: they are written as int64."""
+    top = con.execute("SELECT max(object_page_id), max(passage_id) FROM triples").fetchall()[0]
+    return {name for name, v in zip(("object_page_id", "passage_id"), top) if v is not None and v >= 2**31}
+
+
 def _write_facts(con: Any, folder: Path, n: int) -> None:
+    wide = wide_columns(con)
     reader = con.sql(_FACTS_SQL).to_arrow_reader(BATCH_ROWS)
-    with _open_columns(folder, n) as arrays:
+    with _open_columns(folder, n, wide) as arrays:
         pos = 0
         for batch in reader:
             m = batch.num_rows
@@ -139,12 +147,16 @@ def _write_facts(con: Any, folder: Path, n: int) -> None:
 
 
 @contextlib.contextmanager
-def _open_columns(folder: Path, n: int) -> Iterator[dict[str, np.ndarray]]:
-    """The per-fact arrays, each written through a memory map to a temporary file moved into place on success."""
+def _open_columns(folder: Path, n: int, wide: set[str]) -> Iterator[dict[str, np.ndarray]]:
+    """The per-fact arrays (int64 for the ``wide`` ones), each written through a memory map to a temporary file
+    moved into place on success."""
     with contextlib.ExitStack() as stack:
         arrays = {
             name: np.lib.format.open_memmap(
-                stack.enter_context(atomic_path(folder / f"graph.{name}.npy")), mode="w+", dtype=dtype, shape=(n,)
+                stack.enter_context(atomic_path(folder / f"graph.{name}.npy")),
+                mode="w+",
+                dtype=np.int64 if name in wide else dtype,
+                shape=(n,),
             )
             for name, dtype in _INT_COLUMNS.items()
         }

@@ -33,10 +33,10 @@ CREATE TABLE passages (
     passage_id    BIGINT PRIMARY KEY,   -- dense, 0..N-1 in build order: shard embedding by id range
     page_id       BIGINT NOT NULL,
     section_index INTEGER NOT NULL,
-    -- The one copy of the text (the sections and sentences views slice it), and the hot read path
-    -- (evidence, index builds): stored uncompressed. DuckDB's default (dict_fsst) costs the writer CPU and
-    -- every full text scan a decompression, for a store that is smaller but not by enough to matter.
-    text          VARCHAR USING COMPRESSION uncompressed NOT NULL,
+    -- The one copy of the text (the sections and sentences views slice it), and most of the store's bytes:
+    -- compressed as DuckDB chooses (FSST), which costs the writer CPU and a point lookup little (docs/scale.md).
+    -- zstd would halve it again but makes every evidence lookup decompress whole blocks.
+    text          VARCHAR NOT NULL,
     title         VARCHAR NOT NULL,
     heading_path  VARCHAR NOT NULL,
     source        VARCHAR NOT NULL,     -- 'text' | 'table' | 'info'

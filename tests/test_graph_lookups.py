@@ -155,3 +155,17 @@ def test_no_graph_when_a_sentence_span_is_ambiguous(kg_store, tmp_path, caplog):
     counts = lookups.build(out, tmp_path / "lookups", "some-build")
     assert counts["graph"] == 0 and not list((tmp_path / "lookups").glob("graph.*"))
     assert "not unique" in caplog.text
+
+
+def test_id_columns_are_int32_until_an_id_is_past_it():
+    """The per-fact ids take 4 bytes while every id fits; a store with a larger id gets int64 for that column."""
+    import duckdb
+
+    from indexer import graph_lookups
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE triples (object_page_id BIGINT, passage_id BIGINT)")
+    con.execute("INSERT INTO triples VALUES (NULL, 7), (2147483647, 2147483647)")
+    assert graph_lookups.wide_columns(con) == set()
+    con.execute("INSERT INTO triples VALUES (2147483648, 1)")
+    assert graph_lookups.wide_columns(con) == {"object_page_id"}

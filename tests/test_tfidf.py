@@ -12,6 +12,7 @@ import duckdb
 import numpy as np
 import pytest
 
+from backends import tfidf_postings
 from indexer.schema import DDL
 from tests.conftest import DATA, ROOT
 
@@ -93,6 +94,11 @@ def _sklearn_query(reference, query: str) -> np.ndarray:
     return tt.transform(counts).tocsc()[:, filled].toarray()[0]
 
 
+def _list_weights(backend, t: int) -> np.ndarray:
+    a, b = backend.indptr[t], backend.indptr[t + 1]
+    return tfidf_postings.dequantize(backend.weights[a:b], backend.wlo[t], backend.wstep[t])
+
+
 def _dense_query(backend, query: str) -> np.ndarray:
     tids, weights = backend.vectorize(query)
     out = np.zeros(len(backend.buckets), dtype=np.float32)
@@ -105,13 +111,13 @@ def test_manifest_entry(built):
     assert entry["type"] == "tfidf" and entry["documents"] == len(recs)
     vec = entry["params"]["vectorizer"]
     assert vec["ngram_range"] == [1, 2] and vec["sublinear_tf"] is True and vec["n_features"] == N_FEATURES
-    assert entry["params"]["format_version"] == 2
+    assert entry["params"]["format_version"] == 3
     assert entry["params"]["terms"] > 1000 and entry["params"]["nnz"] > entry["params"]["terms"]
     assert entry["build_seconds"] >= 0
 
 
 def test_arrays_are_memory_mapped(backend):
-    for name in ("buckets", "idf", "indptr", "indices", "data"):
+    for name in ("buckets", "idf", "indptr", "indices", "weights", "wlo", "wstep"):
         assert isinstance(getattr(backend, name), np.memmap), name
     assert not hasattr(backend, "vocabulary") and not hasattr(backend, "matrix")
 
@@ -125,10 +131,12 @@ def test_postings_equal_sklearn_tfidf_of_hashed_counts(backend, reference):
     for t in range(0, len(buckets), 97):
         a, b = backend.indptr[t], backend.indptr[t + 1]
         col = matrix[:, t]
-        rows, vals = backend.indices[a:b], backend.data[a:b]
+        rows, vals = backend.indices[a:b], _list_weights(backend, t)
         assert np.all(np.diff(vals) >= 0)  # impact order: the tail weighs most
         assert sorted(rows.tolist()) == sorted(col.indices.tolist())
-        np.testing.assert_allclose(vals, col.toarray()[rows, 0], rtol=1e-5)
+        # A weight is stored as one of 256 steps of its list's log range: back within half a step.
+        half_step = float(np.exp(backend.wstep[t] / 2)) - 1
+        np.testing.assert_allclose(vals, col.toarray()[rows, 0], rtol=half_step + 1e-5)
 
 
 def test_query_vector_matches_sklearn(built, backend, reference):
@@ -159,9 +167,9 @@ def test_bounded_build_with_small_batches_and_many_ranges_is_identical(built, tm
     monkeypatch.setattr(tfidf, "BATCH_ROWS", 7)
     monkeypatch.setattr(tfidf_postings, "SPILL_ENTRIES", 300)
 
-    def spy(batches, sublinear, spill_dir, ranges, n_features):
+    def spy(batches, spill_dir, ranges, n_features):
         sizes = []
-        n = real_spill((sizes.append(len(b[0]) - 1) or b for b in batches), sublinear, spill_dir, ranges, n_features)
+        n = real_spill((sizes.append(len(b[0]) - 1) or b for b in batches), spill_dir, ranges, n_features)
         seen.append((ranges, max(sizes), len(list(spill_dir.glob("range-*.bin")))))
         return n
 
@@ -186,14 +194,41 @@ def test_min_df_drops_buckets_seen_once(built, tmp_path):
     assert b.search("hedge fund run by Bill Ackman", k=1)[0].title == "Pershing Square Capital Management"
 
 
-def test_search_equals_brute_force(backend, reference):
-    dense = reference[3].toarray()
+def test_lists_keep_their_high_weight_end(built, backend, tmp_path, monkeypatch):
+    """A list keeps at most the postings one query may read of it (the posting budget): its highest weights, so a
+    search within that budget answers as over the whole lists."""
+    from backends import tfidf
+
+    monkeypatch.setattr(tfidf, "POSTING_BUDGET", 40)
+    entry = tfidf.build(built[0] / "wiki.duckdb", tmp_path / "cut", n_features=N_FEATURES)
+    cut = tfidf.load(tmp_path / "cut")
+    assert entry["params"]["postings_per_term"] == 40 and cut.posting_budget == 40
+    full_lengths, cut_lengths = np.diff(np.asarray(backend.indptr)), np.diff(np.asarray(cut.indptr))
+    assert cut_lengths.max() == 40 and full_lengths.max() > 40
+    assert np.array_equal(cut_lengths, np.minimum(full_lengths, 40))
+    (the,) = backend.vectorize("the")[0]
+    b = int(backend.indptr[the + 1])
+    c = int(cut.indptr[the + 1])
+    assert cut.indices[c - 40 : c].tolist() == backend.indices[b - 40 : b].tolist()
+    over_full = tfidf.TfidfBackend(built[0] / "tfidf", posting_budget=40)
     for query in QUERIES:
-        scores = dense @ _dense_query(backend, query)
+        assert [h.passage_id for h in cut.search(query, k=5)] == [h.passage_id for h in over_full.search(query, k=5)]
+
+
+def test_search_equals_brute_force(backend, reference):
+    """Over the stored weights, search is exact; against scikit-learn's float weights, within the stored steps."""
+    stored = np.zeros(reference[3].shape, dtype=np.float32)
+    for t in range(len(backend.buckets)):
+        stored[backend.indices[backend.indptr[t] : backend.indptr[t + 1]], t] = _list_weights(backend, t)
+    worst_step = float(np.exp(np.max(backend.wstep) / 2)) - 1
+    for query in QUERIES:
+        scores = stored @ _dense_query(backend, query)
         hits = backend.search(query, k=5)
         assert [h.rank for h in hits] == [1, 2, 3, 4, 5]
         np.testing.assert_allclose([h.score for h in hits], np.sort(scores)[::-1][:5], rtol=1e-5)
         np.testing.assert_allclose(scores[[h.passage_id for h in hits]], [h.score for h in hits], rtol=1e-5)
+        exact = reference[3].toarray() @ _dense_query(backend, query)
+        np.testing.assert_allclose(exact[[h.passage_id for h in hits]], [h.score for h in hits], rtol=worst_step)
         assert all(h.channel == "tfidf" and h.page_id == 5000 + h.passage_id for h in hits)
 
 
@@ -214,10 +249,10 @@ def test_frequent_terms_are_capped_to_the_posting_budget(built, backend):
     assert capped.search(query, k=1)[0].title == backend.search(query, k=1)[0].title
     # What a cut list keeps is its high-weight end: the passages where "the" weighs most.
     (the,) = capped.vectorize("the")[0]
-    a, b = capped.indptr[the], capped.indptr[the + 1]
+    b = capped.indptr[the + 1]
     top = capped.search("the", k=5)
     assert {h.passage_id for h in top} <= set(capped.indices[b - 60 : b].tolist())
-    assert [h.score for h in top] == pytest.approx(sorted(capped.data[a:b].tolist())[::-1][:5], rel=1e-5)
+    assert [h.score for h in top] == pytest.approx(sorted(_list_weights(capped, the).tolist())[::-1][:5], rel=1e-5)
 
 
 def test_batch_equals_single(backend, built):
@@ -294,7 +329,7 @@ def test_empty_store(tmp_path):
 def test_plain_files_no_pickle(built):
     folder = built[0] / "tfidf"
     names = {p.name for p in folder.iterdir()}
-    assert {"buckets.npy", "idf.npy", "indptr.npy", "indices.npy", "data.npy", "params.json"} <= names
+    assert {"buckets.npy", "idf.npy", "indptr.npy", "indices.npy", "weights.npy", "params.json"} <= names
     assert not names & {"matrix.npz", "vocabulary.json"}
     for p in folder.iterdir():
         assert not p.name.endswith((".pkl", ".pickle", ".joblib"))
@@ -336,7 +371,7 @@ def test_old_format_folder_says_rebuild(tmp_path, built):
     (old / "params.json").write_text(json.dumps(params))
     for load in (lambda: tfidf.load(old), lambda: backends.load("tfidf", old.parent)):
         with pytest.raises(
-            IndexFormatError, match=r"older wikiground \(format 1\); this version reads format 2: rebuild"
+            IndexFormatError, match=r"older wikiground \(format 1\); this version reads format 3: rebuild"
         ):
             load()
 
