@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from benchmarks.common import latency, md_table, read_claims, unique_in_order, vital_jsonl
 
 log = logging.getLogger("benchmarks.scale")
@@ -477,11 +479,17 @@ def reference_10k(shared: Path, out: Path, claims: Path, golds: list, n_latency:
 # -- extrapolation ------------------------------------------------------------------------------------------------
 
 
-def _exponent(n1: float, y1: float, n2: float, y2: float) -> float:
-    """b of y ~ n^b through two points (1 = linear)."""
-    if min(n1, n2, y1, y2) <= 0 or n1 == n2:
+def _exponent(ns: list[float], ys: list[float]) -> float:
+    """b of y ~ n^b, the least-squares slope in log-log over the sizes (1 = linear)."""
+    if len(ns) < 2 or min(ns + ys) <= 0 or len(set(ns)) < 2:
         return float("nan")
-    return math.log(y2 / y1) / math.log(n2 / n1)
+    return float(np.polyfit(np.log(ns), np.log(ys), 1)[0])
+
+
+def _line(ns: list[float], ys: list[float]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through the sizes' points."""
+    slope, intercept = np.polyfit(ns, ys, 1)
+    return float(intercept), float(slope)
 
 
 def _hours_16(stage: dict[str, float], wall_40m: float, scale: float) -> float:
@@ -495,28 +503,32 @@ def _hours_16(stage: dict[str, float], wall_40m: float, scale: float) -> float:
     return wall_40m * used * ((1.0 - p) + p / 16) / 3600
 
 
-def extrapolate(small: dict[str, Any], large: dict[str, Any], target: int = FULL_ENWIKI["passages"]) -> list[dict]:
-    """Per stage: time (the larger size's wall time times (target / n)^b, b the CPU-time exponent between the two
-    sizes, at least 1), RAM (the line through the two peaks) and disk (linear)."""
-    n1, n2 = small["build"]["counts"]["passages"], large["build"]["counts"]["passages"]
+def extrapolate(results: list[dict[str, Any]], target: int = FULL_ENWIKI["passages"]) -> list[dict]:
+    """Per stage, fitted over every measured size: time (the largest size's wall time times (target / n)^b, b the
+    CPU-time exponent of the log-log fit, at least 1), RAM (the least-squares line through the peaks, never
+    falling) and disk (the least-squares line through the stage's output)."""
+    ns = [float(r["build"]["counts"]["passages"]) for r in results]
+    large = results[-1]["build"]
     rows = []
-    for stage, b in large["build"]["stages"].items():
-        a = small["build"]["stages"].get(stage)
-        if not a or not b.get("wall_s"):
+    for stage, b in large["stages"].items():
+        points = [r["build"]["stages"].get(stage) for r in results]
+        if any(p is None for p in points) or not b.get("wall_s"):
             continue
-        exp_cpu = _exponent(n1, a["cpu_s"], n2, b["cpu_s"])
-        scale = (target / n2) ** max(1.0, exp_cpu if math.isfinite(exp_cpu) else 1.0)
-        slope = (b["peak_rss_mb"] - a["peak_rss_mb"]) / (n2 - n1)
+        exp_cpu = _exponent(ns, [p["cpu_s"] for p in points])
+        scale = (target / ns[-1]) ** max(1.0, exp_cpu if math.isfinite(exp_cpu) else 1.0)
+        ram0, ram_slope = _line(ns, [p["peak_rss_mb"] for p in points])
+        disk0, disk_slope = _line(ns, [p.get("disk_mb", 0.0) for p in points])
         row = {"stage": stage, **b}
         rows.append(
             {
                 "stage": stage,
+                "sizes": len(ns),
                 "time_exponent": exp_cpu,
-                "wall_exponent": _exponent(n1, a["wall_s"], n2, b["wall_s"]),
+                "wall_exponent": _exponent(ns, [p["wall_s"] for p in points]),
                 "hours_2core": b["wall_s"] * scale / 3600,
                 "hours_16core": _hours_16(row, b["wall_s"] * scale, scale),
-                "ram_gb": (b["peak_rss_mb"] + max(0.0, slope) * (target - n2)) / 1024,
-                "disk_gb": b.get("disk_mb", 0.0) * target / n2 / 1024,
+                "ram_gb": max(b["peak_rss_mb"], ram0 + max(0.0, ram_slope) * target) / 1024,
+                "disk_gb": max(0.0, disk0 + disk_slope * target) / 1024,
                 "linear": not math.isfinite(exp_cpu) or exp_cpu <= 1.15,
             }
         )
@@ -705,15 +717,17 @@ def report(results: list[dict], ref: dict | None, n_claims: int, n_latency: int)
         _query_table(results + ([{"size": "vital 10k", **ref}] if ref else [])),
     ]
     if len(results) >= 2:
-        rows = extrapolate(results[-2], results[-1])
+        rows = extrapolate(results)
         parts += [
             f"\n### Extrapolation to English Wikipedia (~{FULL_ENWIKI['articles'] / 1e6:.0f}M articles, "
             f"~{FULL_ENWIKI['bz2_gb']} GB bz2, ~{FULL_ENWIKI['passages'] / 1e6:.0f}M passages)\n",
-            "Time: the larger size's wall time times (40M / n)^b, b the exponent of CPU seconds between the two "
-            "sizes (at least 1; CPU time is less disturbed by the other jobs than wall time). 16 cores: ingest "
+            f"Fitted over the {len(results)} sizes measured. Time: the largest size's wall time times (40M / n)^b, b "
+            "the log-log least-squares exponent of CPU seconds over the sizes (at least 1; CPU time is less disturbed "
+            "by the other jobs than wall time). 16 cores: ingest "
             "takes max(CPU / 16, its main process's CPU), the main process (reading, cutting, the DuckDB writer) "
             "being serial; other stages by Amdahl's law with the parallel share read from CPU/wall on 2 cores. "
-            "RAM: the line through the two peaks. Disk: linear. A stage with b > 1.15 is marked not linear.\n",
+            "RAM: the least-squares line through the peaks. Disk: the least-squares line through each stage's output. "
+            "A stage with b > 1.15 is marked not linear.\n",
             _extrapolation_table(rows),
         ]
     if results and "four" in results[-1]:
