@@ -170,17 +170,20 @@ _BUILD_SCRIPT = """
 import logging, sys
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 from indexer.build import build_index
+from wikiground.system import parse_size
 if __name__ == "__main__":
-    build_index([sys.argv[1]], sys.argv[2], indexes=tuple(sys.argv[3].split(",")), progress=False)
+    memory = parse_size(sys.argv[4]) if len(sys.argv) > 4 else None
+    build_index([sys.argv[1]], sys.argv[2], indexes=tuple(sys.argv[3].split(",")), progress=False, memory=memory)
 """
 
 
-def measure_build(dump: Path, index: Path, *, indexes: str = INDEXES) -> dict[str, Any]:
-    """Build ``index`` from ``dump`` in a child process and measure each stage (see the module doc)."""
+def measure_build(dump: Path, index: Path, *, indexes: str = INDEXES, memory: str | None = None) -> dict[str, Any]:
+    """Build ``index`` from ``dump`` in a child process and measure each stage (see the module doc); ``memory``:
+    the build's ``--memory`` (default: the build's own default)."""
     from wikiground.layout import build_tmp_prefix
 
     index.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [PY, "-c", _BUILD_SCRIPT, str(dump), str(index), indexes]
+    cmd = [PY, "-c", _BUILD_SCRIPT, str(dump), str(index), indexes, *([memory] if memory else [])]
     started = time.time()
     proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.PIPE)
     sampler = TreeSampler(proc.pid, index.parent, build_tmp_prefix(index))
