@@ -46,7 +46,7 @@ function listSection(id, heading, items, render = link) {
 function headerHtml(p) {
   const from = p.redirected_from ? `<p class="muted">redirected from ${esc(p.redirected_from)}</p>` : "";
   const rev = p.rev_id != null
-    ? ` · <a href="${esc(revisionHref(p.url, p.title, p.rev_id))}" target="_blank" rel="noopener noreferrer">rev ${esc(p.rev_id)}</a>`
+    ? ` · <a class="rev" href="${esc(revisionHref(p.url, p.title, p.rev_id))}" target="_blank" rel="noopener noreferrer">rev ${esc(p.rev_id)}</a>`
       + (p.rev_timestamp ? ` <time datetime="${esc(p.rev_timestamp)}">${esc(shortDate(p.rev_timestamp))}</time>` : "")
     : "";
   const url = p.url ? ` · <a href="${esc(p.url)}" target="_blank" rel="noopener noreferrer">on Wikipedia</a>` : "";
