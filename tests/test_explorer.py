@@ -279,6 +279,37 @@ def test_run_view_reads_every_gold_format_and_trec_runs(page, data_dir, tmp_path
     assert _recall_cell(page, 5) == f"{recall5:.1f}"
 
 
+def test_a_large_run_read_in_parallel_slices_counts_the_same(page, data_dir, tmp_path):
+    """Past 4 MiB a JSON-lines run is read by workers, a byte slice each: every line is read once, whichever slice
+    its bytes fall in, and a bad line is named by its number in the whole file."""
+    claims = _claims(data_dir)
+    run = _batch(page.server, claims, 10)
+    gold_of = {c["id"]: c["gold_titles"] for c in claims}
+    lines, golds = [], []
+    for n in range(800):
+        a = run[n % len(run)]
+        lines.append({**a, "id": f"{a['id']}-{n}", "query": a["query"] + " — ευρετήριο"})  # multi-byte characters
+        golds.append({"id": f"{a['id']}-{n}", "gold_titles": gold_of[a["id"]]})
+    run_path, gold_path = tmp_path / "big.jsonl", tmp_path / "big_gold.jsonl"
+    run_path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), "utf-8")
+    gold_path.write_text("".join(json.dumps(x) + "\n" for x in golds), "utf-8")
+    assert run_path.stat().st_size > 4 << 20
+    _load_run(page, run_path, gold_path)
+    assert page.locator("#run-claims").inner_text() == "800"
+    recall, _ = _expected(lines, [{"id": g["id"], "gold_titles": g["gold_titles"]} for g in golds], 5)
+    assert _recall_cell(page, 5) == f"{recall:.1f}"
+    page.get_by_label("filter", exact=True).fill("-799")
+    page.wait_for_function("() => document.querySelector('#run-count').textContent.startsWith('1 of')")
+    assert "ευρετήριο" in page.locator("#run-rows tr").nth(0).inner_text()
+    text = run_path.read_text("utf-8").splitlines()
+    text[636] = "{broken"
+    run_path.write_text("\n".join(text) + "\n", "utf-8")
+    page.goto(page.server + "/?view=run")
+    page.locator("#run-file").set_input_files(str(run_path))
+    page.wait_for_function("() => document.querySelector('#run-status').textContent.includes('line')")
+    assert "big.jsonl, line 637: not JSON" in page.locator("#run-status").inner_text()
+
+
 def test_run_view_names_the_bad_line(page, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1, "query": "x", "evidence": []}\n{not json\n', "utf-8")
@@ -377,5 +408,15 @@ def test_explorer_routes_answer_and_refuse_in_the_error_shape(server):
     index = httpx.get(f"{server}/")
     assert index.status_code == 200 and index.headers["content-type"].startswith("text/html")
     assert '<script type="module" src="/explorer/static/app.js">' in index.text
-    for name in ("app.js", "claim.js", "page.js", "run.js", "formats.js", "highlight.js", "util.js", "explorer.css"):
+    for name in (
+        "app.js",
+        "claim.js",
+        "page.js",
+        "run.js",
+        "formats.js",
+        "runworker.js",
+        "highlight.js",
+        "util.js",
+        "explorer.css",
+    ):
         assert httpx.get(f"{server}/explorer/static/{name}").status_code == 200, name

@@ -4,10 +4,17 @@
 const BRACKETS = { "-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}", "-COLON-": ":" };
 
 // One spelling per title: FEVER's -LRB- forms and underscores as Wikipedia writes them, the first letter upper case.
+const normCache = new Map(); // a run names the same pages again and again
+
 export function normTitle(title) {
-  let t = String(title ?? "").replace(/-(?:LRB|RRB|LSB|RSB|LCB|RCB|COLON)-/g, (m) => BRACKETS[m]);
+  const key = String(title ?? "");
+  let t = normCache.get(key);
+  if (t !== undefined) return t;
+  t = key.replace(/-(?:LRB|RRB|LSB|RSB|LCB|RCB|COLON)-/g, (m) => BRACKETS[m]);
   t = t.replace(/_/g, " ").replace(/\s+/g, " ").trim().normalize("NFC");
-  return t ? t[0].toUpperCase() + t.slice(1) : t;
+  t = t ? t[0].toUpperCase() + t.slice(1) : t;
+  if (normCache.size < 500000) normCache.set(key, t);
+  return t;
 }
 
 export class FormatError extends Error {}
@@ -82,16 +89,67 @@ function parseTrec(text, name) {
   }));
 }
 
+// One run record as the run view keeps it (its id filled in from its position when it has none).
+export function runRow(r) {
+  return { id: idOf(r), claim: String(claimOf(r)), status: r.status || "ok", error: r.error || null, titles: runTitles(r) };
+}
+
+function numbered(rows) {
+  rows.forEach((r, i) => {
+    if (!r.id) r.id = String(i + 1);
+  });
+  return rows;
+}
+
 export function parseRun(text, name = "run") {
   const head = text.trimStart().split("\n", 1)[0];
   if (head && !head.startsWith("{") && !head.startsWith("[") && /^\S+\s+Q0\s/.test(head)) return parseTrec(text, name);
-  return records(text, name).map((r, i) => ({
-    id: idOf(r) || String(i + 1),
-    claim: String(claimOf(r)),
-    status: r.status || "ok",
-    error: r.error || null,
-    titles: runTitles(r),
-  }));
+  return numbered(records(text, name).map(runRow));
+}
+
+const PARALLEL_BYTES = 4 << 20; // a JSON-lines run this large is read by several workers, a slice each
+
+async function isJsonLines(file) {
+  const head = await file.slice(0, 1 << 16).text();
+  const nl = head.indexOf("\n");
+  if (nl < 0 || !head.trimStart().startsWith("{")) return false;
+  try {
+    JSON.parse(head.slice(0, nl));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function lineAt(file, offset) {
+  const bytes = new Uint8Array(await file.slice(0, offset).arrayBuffer());
+  return bytes.reduce((n, b) => n + (b === 10), 1);
+}
+
+function inWorker(file, start, end) {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL("./runworker.js", import.meta.url), { type: "module" });
+    worker.onmessage = (event) => {
+      worker.terminate();
+      resolve(event.data);
+    };
+    worker.onerror = (event) => {
+      worker.terminate();
+      reject(new FormatError(`${file.name}: ${event.message || "the reader failed"}`));
+    };
+    worker.postMessage({ file, start, end });
+  });
+}
+
+// A run file: a large JSON-lines one parsed in slices by parallel workers, any other read whole.
+export async function parseRunFile(file) {
+  if (file.size < PARALLEL_BYTES || !(await isJsonLines(file))) return parseRun(await file.text(), file.name);
+  const n = Math.max(2, Math.min(navigator.hardwareConcurrency || 2, 8, Math.ceil(file.size / PARALLEL_BYTES)));
+  const cuts = [...Array(n + 1)].map((_, i) => Math.floor((i * file.size) / n));
+  const parts = await Promise.all(cuts.slice(0, n).map((start, i) => inWorker(file, start, cuts[i + 1])));
+  const bad = parts.find((p) => p.error);
+  if (bad) throw new FormatError(`${file.name}, line ${await lineAt(file, bad.offset)}: not JSON (${bad.error})`);
+  return numbered(parts.flatMap((p) => p.rows));
 }
 
 // A gold record's titles: {gold_titles}, FEVER's evidence groups, HoVer's and HotpotQA's supporting facts, KILT's

@@ -1,7 +1,7 @@
 // The run view: a batch output and a gold file read in the browser (never uploaded), recall@k, and a table of the
 // claims, filterable to the misses, each opening its claim view. The table shows one page of rows at a time.
 import { $, claimHref, esc, pageHref } from "./util.js";
-import { join, parseGold, parseRun, summary } from "./formats.js";
+import { join, parseGold, parseRunFile, summary } from "./formats.js";
 
 const PAGE_ROWS = 100;
 const KS = [1, 2, 5, 10, 20, 50, 100];
@@ -37,8 +37,7 @@ async function load() {
   const t0 = performance.now();
   $("run-status").textContent = "Reading…";
   try {
-    const [runText, goldText] = await Promise.all([runFile.text(), goldFile ? goldFile.text() : null]);
-    const run = parseRun(runText, runFile.name);
+    const [run, goldText] = await Promise.all([parseRunFile(runFile), goldFile ? goldFile.text() : null]);
     const gold = goldText === null ? null : parseGold(goldText, goldFile.name);
     rows = join(run, gold);
   } catch (err) {
