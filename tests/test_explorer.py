@@ -348,6 +348,17 @@ def test_url_state_round_trips(page):
     page.go_back()
     page.wait_for_function("() => !document.querySelector('#view-claim').hidden")
     assert page.locator("#claim-input").input_value() == CLAIM
+    page.get_by_label("multi-hop").check()
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_selector("#claim-hops li.hop")
+    assert parse_qs(urlsplit(page.url).query)["multihop"] == ["1"]
+    page.reload()
+    page.wait_for_selector("#claim-hops li.hop")
+    assert page.get_by_label("multi-hop").is_checked() and page.locator("#opt-k").input_value() == "3"
+    page.locator("#nav-claim").click()
+    page.wait_for_function("() => document.querySelectorAll('#claim-results li').length === 0")
+    assert page.locator("#claim-input").input_value() == "" and page.locator("#opt-k").input_value() == "10"
+    assert not page.get_by_label("multi-hop").is_checked()
 
 
 def test_every_request_stays_on_the_server_origin(page):

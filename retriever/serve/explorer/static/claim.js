@@ -53,8 +53,9 @@ function formHref() {
     const dflt = options.defaults.indexes ? options.defaults.indexes.split(",") : options.channels;
     if (picked.length && picked.join(",") !== dflt.join(",")) q.set("indexes", picked.join(","));
   }
-  if ($("opt-multihop").checked) q.set("multihop", "1");
-  if ($("opt-live").checked) q.set("on_the_fly", "1");
+  const d = options ? options.defaults : { multihop: false, on_the_fly: false };
+  if ($("opt-multihop").checked !== d.multihop) q.set("multihop", $("opt-multihop").checked ? "1" : "0");
+  if ($("opt-live").checked !== d.on_the_fly) q.set("on_the_fly", $("opt-live").checked ? "1" : "0");
   return "/?" + q.toString();
 }
 
@@ -68,15 +69,16 @@ function requestOf(params) {
   return body;
 }
 
+// The form as the request will be asked: what the URL leaves out is the server's default.
 function fillForm(body) {
+  const d = options ? options.defaults : { k: 10, indexes: null, multihop: false, on_the_fly: false };
   $("claim-input").value = body.claim;
-  if (body.k) $("opt-k").value = String(body.k);
-  $("opt-multihop").checked = !!body.multihop;
-  $("opt-live").checked = !!body.on_the_fly;
-  if (body.indexes) {
-    const set = new Set(body.indexes.split(","));
-    for (const box of document.querySelectorAll("#opt-channels input")) box.checked = set.has(box.value);
-  }
+  $("opt-k").value = String(body.k ?? d.k);
+  $("opt-multihop").checked = body.multihop ?? d.multihop;
+  $("opt-live").checked = body.on_the_fly ?? d.on_the_fly;
+  const indexes = body.indexes ?? d.indexes;
+  const set = indexes ? new Set(indexes.split(",")) : null;
+  for (const box of document.querySelectorAll("#opt-channels input")) box.checked = !set || set.has(box.value);
 }
 
 export async function open(params) {
@@ -84,6 +86,9 @@ export async function open(params) {
   const body = requestOf(params);
   fillForm(body);
   if (!body.claim) {
+    searchSeq++; // an answer still on its way is not shown
+    clear();
+    $("claim-status").textContent = "";
     $("claim-input").focus();
     return;
   }
