@@ -163,6 +163,18 @@ def test_page_view_shows_the_stored_page_and_follows_its_links(page):
     page.wait_for_function("() => document.querySelector('#page-title').textContent === 'Ayn Rand'")
 
 
+def test_page_view_lists_a_disambiguation_pages_options(page, explorer_index):
+    from retriever.api import Retriever
+
+    with Retriever.open(explorer_index, channels="title") as r:
+        rows = r.store.rows("SELECT title FROM pages WHERE is_disambiguation ORDER BY title LIMIT 1")
+    assert rows, "the gensim dump has disambiguation pages"
+    view = httpx.get(f"{page.server}/pages/{rows[0][0]}").json()
+    page.goto(page.server + "/?" + str(httpx.QueryParams({"page": rows[0][0]})))
+    page.wait_for_selector("#pg-options")
+    assert page.locator("#pg-options + ul li").all_inner_texts() == view["options"]
+
+
 # -- the run view ------------------------------------------------------------------------------------------------
 
 
