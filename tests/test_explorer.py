@@ -322,6 +322,34 @@ def test_a_large_run_read_in_parallel_slices_counts_the_same(page, data_dir, tmp
     assert "big.jsonl, line 637: not JSON" in page.locator("#run-status").inner_text()
 
 
+def test_formats_normalise_titles_and_leave_out_claims_without_gold(page):
+    page.goto(page.server + "/?view=run")
+    got = page.evaluate(
+        """async () => {
+          const F = await import('/explorer/static/formats.js');
+          const gold = F.parseGold([
+            JSON.stringify({id: 1, claim: "a", label: "SUPPORTS",
+                            evidence: [[[7, 8, "Bridge_-LRB-structure-RRB-", 0], [7, 9, "Pont_Neuf", 2]]]}),
+            JSON.stringify({id: 2, claim: "b", label: "NOT ENOUGH INFO", evidence: [[[7, null, null, null]]]}),
+          ].join("\\n"), "g.jsonl");
+          const run = F.parseRun([
+            JSON.stringify({id: 1, query: "a", evidence: [{title: "Pont Neuf"}, {title: "Pont Neuf"},
+                                                          {title: "Bridge (structure)"}]}),
+            JSON.stringify({id: 2, query: "b", evidence: [{title: "X"}]}),
+          ].join("\\n"), "r.jsonl");
+          const rows = F.join(run, gold);
+          return {gold: gold.get("1").titles, run: run[0].titles, rows: rows.map(r => [r.first, r.last, r.hasGold]),
+                  summary: F.summary(rows, [1, 2]), lower: F.normTitle("iPod_touch")};
+        }"""
+    )
+    assert got["gold"] == ["Bridge (structure)", "Pont Neuf"]
+    assert got["run"] == ["Pont Neuf", "Bridge (structure)"]  # one rank per page
+    assert got["rows"] == [[1, 2, True], [0, 0, False]]
+    s = got["summary"]
+    assert s["withGold"] == 1 and s["any"] == {"1": 1, "2": 1} and s["all"] == {"1": 0, "2": 1} and s["mrr"] == 1
+    assert got["lower"] == "IPod touch"
+
+
 def test_run_view_names_the_bad_line(page, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1, "query": "x", "evidence": []}\n{not json\n', "utf-8")
