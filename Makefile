@@ -33,7 +33,7 @@ SHARED  ?= ../shared/data
 HOST    ?= 127.0.0.1
 PORT    ?= 8765
 
-.PHONY: install install-distributed index query serve lint format test test-data bench bench-scale clean distclean sample
+.PHONY: install install-distributed index query serve lint format test test-data browser bench bench-scale clean distclean sample
 
 install: $(STAMP)
 
@@ -83,8 +83,10 @@ index: $(STAMP) $(if $(filter $(DEFAULT_DUMP),$(DUMP)),$(DEFAULT_DUMP))
 query: $(STAMP)
 	$(PY) -m retriever.query --index $(INDEX) --k $(K) "$(Q)"
 
-# The evidence server on the default index (Ctrl-C or SIGTERM stops it; SIGHUP reloads the index).
+# The evidence server on the default index (Ctrl-C or SIGTERM stops it; SIGHUP reloads the index); its evidence
+# explorer is the web page at its root.
 serve: $(STAMP)
+	@echo "evidence explorer: http://$(HOST):$(PORT)/ (once the server says ready)"
 	$(PY) -m retriever.serve --index $(INDEX) --host $(HOST) --port $(PORT) --k $(K)
 
 # ruff (rules in pyproject.toml: E, F, W, I, B, UP, C4), ruff's formatting, and the import-linter layer contracts.
@@ -99,6 +101,13 @@ format: $(STAMP)
 
 test: $(STAMP) test-data lint
 	$(PY) -m pytest -q
+
+# The explorer's browser tests drive Debian's Chromium through Playwright (Playwright's own browser download is not
+# reachable offline); installed only when no Chromium is on the PATH.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	    { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
 bench: $(STAMP) $(DEFAULT_DUMP)
 	$(PY) -m benchmarks.run --shared $(SHARED)

@@ -89,7 +89,48 @@ def page_view(store: Store, title: str) -> dict[str, Any] | None:
         "see_also": store.see_also(page.page_id),
         "infobox": infobox,
         "links": [{"title": t, "anchor": a} for t, a in links],
+        "redirects": redirects_to(store, page.page_id),
     }
     if page.is_disambiguation:
         out["options"] = list(dict.fromkeys(t for t, _ in links))
     return out
+
+
+def redirects_to(store: Store, page_id: int) -> list[str]:
+    """The titles that redirect to the page (after their chains), by title."""
+    found = rows(store, "SELECT DISTINCT source_title FROM redirects WHERE target_page_id = ?", [int(page_id)])
+    return sorted(r[0] for r in found)
+
+
+def passages_view(store: Store, passage_ids: Sequence[int]) -> list[dict[str, Any]]:
+    """Passages by id, in the order asked (unknown ids left out), each with its page's title, URL and revision:
+    what an evidence item's ``more_passages`` point to."""
+    found = store.passages_with_pages(passage_ids)
+    out = []
+    for pid in dict.fromkeys(int(i) for i in passage_ids):
+        if pid not in found:
+            continue
+        passage, page, sentence_ids = found[pid]
+        out.append(
+            {
+                "passage_id": pid,
+                "page_id": page.page_id,
+                "title": page.title,
+                "section": passage.heading_path,
+                "source": passage.source,
+                "text": passage.text,
+                "sentence_ids": sentence_ids,
+                "url": page.url,
+                "rev_id": page.rev_id,
+                "rev_timestamp": page.rev_timestamp,
+            }
+        )
+    return out
+
+
+def revisions(store: Store, page_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Each known page's revision id and timestamp, by page id."""
+    return {
+        pid: {"title": p.title, "rev_id": p.rev_id, "rev_timestamp": p.rev_timestamp}
+        for pid, p in store.pages(int(i) for i in page_ids).items()
+    }

@@ -224,9 +224,11 @@ def create_app(state: ServerState, *, threads: int = 8, reload_on_sighup: bool =
     _search_routes(app, state, runner)
     _info_routes(app, state, runner)
     _dspy_routes(app, state, runner)
+    from retriever.serve.explorer import install as install_explorer
     from retriever.serve.mediawiki import install
 
     install(app, state, runner)
+    install_explorer(app, state, runner)
     return app
 
 
