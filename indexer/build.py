@@ -101,7 +101,8 @@ class _Plan:
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that shape the index (not how fast or in how much memory it is built)."""
-        skip = ("workers", "memory", "indexes", "index_options", "dense_later")  # a channel's options are checked with its stage
+        # A channel's options are checked with its stage; when the dense channel is embedded does not shape it.
+        skip = ("workers", "memory", "indexes", "index_options", "dense_later")
         shaping = {k: v for k, v in self.parameters().items() if k not in skip}
         return {**shaping, "graph": "kg" in self.indexes}  # the kg channel's arrays are written with the store
 

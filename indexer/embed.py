@@ -120,8 +120,9 @@ def _pending(args: argparse.Namespace) -> dict | None:
         return None
     entry = pending_dense(args.index)
     if entry is not None and args.dense_scope not in ("auto", entry["scope"]):
-        raise ConfigError(f"--dense-scope {args.dense_scope}: the pending dense channel of {args.index} is "
-                          f"{entry['scope']}")
+        raise ConfigError(
+            f"--dense-scope {args.dense_scope}: the pending dense channel of {args.index} is {entry['scope']}"
+        )
     return entry
 
 
