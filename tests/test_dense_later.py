@@ -145,3 +145,42 @@ def test_readers_during_the_join_never_fail_or_mix_generations(index, monkeypatc
     held.leave()
     assert held.closed
     state.close()
+
+
+def test_server_answers_through_the_join_and_stats_say_which_channels(index, monkeypatch):
+    import httpx
+
+    from indexer.dense_later import complete
+    from retriever import Retriever
+    from retriever.serve import state as state_module
+    from tests.test_serve import ThreadServer
+
+    monkeypatch.setattr(state_module, "JOIN_CHECK_SECONDS", 0.0)
+    state = state_module.ServerState(lambda: Retriever.open(index), warm_up=False)
+    state.start()
+    with ThreadServer(state) as url:
+        before = httpx.get(f"{url}/stats", timeout=60).json()
+        assert before["channels"] == ["bm25", "title"] and before["pending"] == ["dense"]
+        answers, stop = [], threading.Event()
+
+        def reader() -> None:
+            while not stop.is_set():
+                got = httpx.post(f"{url}/search", json={"claim": CLAIM, "k": 3}, timeout=60)
+                answers.append((got.status_code, got.json().get("channels")))
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        try:
+            complete(index)
+            deadline = time.monotonic() + 120
+            while not any(c and "dense" in c for _, c in answers) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            thread.join()
+        after = httpx.get(f"{url}/stats", timeout=60).json()
+    state.close()
+    assert {status for status, _ in answers} == {200}
+    assert {tuple(c) for _, c in answers} <= {("bm25", "title"), ("bm25", "dense", "title")}
+    assert answers[-1][1] == ["bm25", "dense", "title"]
+    assert after["channels"] == ["bm25", "dense", "title"] and after["pending"] == [] and after["generation"] >= 2
