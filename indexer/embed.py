@@ -127,7 +127,8 @@ def _pending(args: argparse.Namespace) -> dict | None:
 
 
 def _whole(args: argparse.Namespace) -> bool:
-    """Whether this run covered every passage (no --start/--end range): then a pending channel joins."""
+    """Whether this run covered every passage (no --start/--end range): then a pending channel joins, as it does
+    with --assemble."""
     return args.start == 0 and args.end is None
 
 
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{stats['shards_skipped']} kept",
             file=sys.stderr,
         )
-        if pending and _whole(args):
+        if pending and (_whole(args) or args.assemble):  # assembling checks that the shards cover every row
             from indexer.dense_later import join
 
             manifest = join(args.index, stats, expected_build=build_id)

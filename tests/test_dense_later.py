@@ -184,3 +184,15 @@ def test_server_answers_through_the_join_and_stats_say_which_channels(index, mon
     assert {tuple(c) for _, c in answers} <= {("bm25", "title"), ("bm25", "dense", "title")}
     assert answers[-1][1] == ["bm25", "dense", "title"]
     assert after["channels"] == ["bm25", "dense", "title"] and after["pending"] == [] and after["generation"] >= 2
+
+
+def test_a_partial_embed_leaves_it_pending_and_the_next_run_resumes_from_its_shards(index, capsys):
+    from indexer.embed import main
+
+    assert main(["--index", str(index), "--end", "8", "--shard-size", "4", "--quiet"]) == 0
+    assert "embedded 8 passages" in capsys.readouterr().err
+    assert _manifest(index)["pending"]["dense"] and not (index / "dense" / "params.json").exists()
+    assert main(["--index", str(index), "--shard-size", "4", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "embedded 3 passages" in err and "2 kept" in err and "joined" in err
+    assert "pending" not in _manifest(index) and _manifest(index)["indexes"]["dense"]["documents"] == 11
