@@ -15,7 +15,7 @@ from pathlib import Path
 from backends import dense
 from backends.dense.embed import SCOPES, SHARD_SIZE, embed_range, plan_scope, scope_shards_dir
 from backends.encoder import BACKENDS
-from wikiground.errors import BuildError, ConfigError, InputError, ModelError
+from wikiground.errors import BuildError, ConfigError, IndexCorruptError, InputError, ModelError
 from wikiground.layout import store_path
 
 
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 + ("; listed in the manifest" if listed else ""),
                 file=sys.stderr,
             )
-    except (InputError, BuildError, ConfigError, ModelError) as exc:
+    except (InputError, BuildError, ConfigError, ModelError, IndexCorruptError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
