@@ -1,5 +1,5 @@
 """``python -m indexer build --dump PATH --out DIR [--indexes LIST] [--namespaces 0] [--workers N]
-[--dense-scope auto|all|leads] [--dense-tune-queries FILE] [--quiet]``."""
+[--dense-scope auto|all|leads] [--dense-tune-queries FILE] [--dense-later auto|yes|no] [--no-embed] [--quiet]``."""
 
 from __future__ import annotations
 
@@ -45,6 +45,23 @@ def _add_scale_options(build: argparse.ArgumentParser) -> None:
         action="store_true",
         help="continue a build of --out that was cut off (killed, out of memory or disk) with the same inputs and "
         "options: its finished stages are kept where their checksums still match",
+    )
+
+
+def _add_later_options(build: argparse.ArgumentParser) -> None:
+    """Usable first, complete later (indexer.dense_later)."""
+    build.add_argument(
+        "--dense-later",
+        default="auto",
+        choices=("auto", "yes", "no"),
+        help="publish the index before the dense channel is embedded, which then joins it: auto (default) when "
+        "the embedding is estimated at more than 30 min, yes always, no waits for it",
+    )
+    build.add_argument(
+        "--no-embed",
+        action="store_true",
+        help="with the dense channel pending: stop once the index is published; `wikiground embed --index DIR` "
+        "embeds it later (here, or on a cluster with --engine ray)",
     )
 
 
@@ -98,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         "plain lines) instead of held-out passages",
     )
     _add_scale_options(build)
+    _add_later_options(build)
     build.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     build.add_argument("--verbose", action="store_true", help="debug logging and tracebacks on errors")
     return parser
@@ -129,8 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             workers=args.workers,
             progress=not args.quiet,
             index_options={"dense": {"scope": args.dense_scope, "tune_queries": args.dense_tune_queries}},
+            dense_later=args.dense_later,
             **options,
         )
+        _report(args, manifest)
+        if manifest.get("pending") and not args.no_embed:
+            manifest = _complete(args)
     except KeyboardInterrupt:
         print("interrupted; finished stages are kept for --resume, the rest was removed", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -139,6 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_ERROR
+    return 0
+
+
+def _report(args: argparse.Namespace, manifest: dict) -> None:
     counts = manifest["counts"]
     if not args.quiet:
         formats = ", ".join(sorted({i["format"] for i in manifest["inputs"]}))
@@ -147,7 +173,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{counts['passages']:,} passages, {counts['sentences']:,} sentences ({formats}); "
             f"indexes: {', '.join(manifest['indexes']) or 'none'}; {manifest['build']['seconds']:.1f}s"
         )
-    return 0
+    if manifest.get("pending"):
+        from indexer.dense_later import status_line
+
+        then = f"embed it with `wikiground embed --index {args.out}`" if args.no_embed else "embedding it now"
+        print(f"{args.out}: published; {status_line(manifest)}; {then}", file=sys.stderr)
+
+
+def _complete(args: argparse.Namespace) -> dict:
+    """The pending dense channel embedded and joined to the published index (Ctrl-C keeps its shards)."""
+    from indexer.dense_later import complete
+
+    try:
+        manifest = complete(args.out, progress=not args.quiet)
+    except KeyboardInterrupt:
+        print(
+            f"interrupted; {args.out} stays published without the dense channel: `wikiground embed --index "
+            f"{args.out}` continues from its shards",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    if not args.quiet and manifest is not None:
+        print(f"{args.out}: the dense channel joined the index; queries use it from now on", file=sys.stderr)
+    return manifest
 
 
 if __name__ == "__main__":

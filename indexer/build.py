@@ -27,7 +27,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -97,10 +97,12 @@ class _Plan:
     index_options: dict[str, dict]
     progress: bool
     memory: int  # bytes the whole build (every process of it) may use; each stage takes its share
+    dense_later: str = "no"  # indexer.dense_later.MODES: publish before the dense channel is embedded
 
     def fingerprint(self) -> dict[str, Any]:
         """The options that shape the index (not how fast or in how much memory it is built)."""
-        skip = ("workers", "memory", "indexes", "index_options")  # a channel's options are checked with its stage
+        # A channel's options are checked with its stage; when the dense channel is embedded does not shape it.
+        skip = ("workers", "memory", "indexes", "index_options", "dense_later")
         shaping = {k: v for k, v in self.parameters().items() if k not in skip}
         return {**shaping, "graph": "kg" in self.indexes}  # the kg channel's arrays are written with the store
 
@@ -113,6 +115,7 @@ class _Plan:
             "passage_words": self.passage_words,
             "index_options": _jsonable(self.index_options),
             "memory": self.memory,
+            "dense_later": self.dense_later,
         }
 
 
@@ -129,6 +132,7 @@ def build_index(
     passage_words: int = DEFAULT_PASSAGE_WORDS,
     memory: int | None = None,
     resume: bool = False,
+    dense_later: str = "no",
 ) -> dict[str, Any]:
     """Ingest dumps / JSONL corpora into ``out`` (store + chosen indexes) and return the manifest.
 
@@ -136,7 +140,10 @@ def build_index(
     (default :func:`~wikiground.system.default_build_memory`): DuckDB, the JVM and the TF-IDF merge each get a
     share of it and spill to the build's folder past it. ``resume``: continue the build of ``out`` that was cut
     off with the same inputs and options, keeping its finished stages (:mod:`indexer.stages`); without it, what an
-    earlier build left is removed and the build starts clean. On any failure the
+    earlier build left is removed and the build starts clean. ``dense_later`` ("auto", "yes", "no"): publish the
+    index before the dense channel is embedded, listing it under ``pending`` in the manifest
+    (:mod:`indexer.dense_later`; "auto": when the embedding is estimated to take longer than its threshold);
+    :func:`indexer.dense_later.complete` then embeds it and brings it in. On any failure the
     partial build is removed, an existing ``out`` is left untouched and the error is raised. ``out`` is
     replaced only when it is empty or an index folder of ours (our manifest, only our files), and never
     when an input lies inside it. Builds to one ``out`` take turns through a lock beside it.
@@ -144,6 +151,7 @@ def build_index(
     _refuse_in_worker()
     started = time.time()
     plan = _plan(indexes, namespaces, workers, progress, index_options, max_page_chars, passage_words, memory)
+    plan = replace(plan, dense_later=_check_dense_later(dense_later))
     paths = expand_inputs(inputs)
     out = Path(out).absolute()
     _check_out(out, paths)
@@ -199,6 +207,14 @@ def _build_locked(out: Path, paths: list[Path], plan: _Plan, started: float, res
     return manifest
 
 
+def _check_dense_later(mode: str) -> str:
+    from indexer.dense_later import MODES
+
+    if mode not in MODES:
+        raise ConfigError(f"dense_later {mode!r}: choose from {', '.join(MODES)}")
+    return mode
+
+
 def _refuse_in_worker() -> None:
     if getattr(multiprocessing.current_process(), "_inheriting", False):
         # A worker process is importing the caller's main module, which calls build_index at its top level:
@@ -247,7 +263,8 @@ def _build_into(tmp: Path, out: Path, paths: list[Path], plan: _Plan, journal: s
     if ingest is None:
         ingest = _ingest_stage(tmp, paths, plan, build_id, started)
         journal.finish("ingest", ingest, (STORE_FILE, LOOKUPS_DIR))
-    built = _build_channels(tmp, out, plan, journal)
+    pending: dict[str, Any] = {}
+    built = _build_channels(tmp, out, plan, journal, pending)
     finished = time.time()
     ingest = dict(ingest)
     ingest_seconds, inputs, sites, stamps = (ingest.pop(k) for k in ("seconds", "inputs", "siteinfo", "stamps"))
@@ -270,6 +287,7 @@ def _build_into(tmp: Path, out: Path, paths: list[Path], plan: _Plan, journal: s
             "ingest_seconds": round(ingest_seconds, 3),
         },
         "indexes": built,
+        **({"pending": pending} if pending else {}),
     }
     write_manifest(tmp, manifest)
     return manifest
@@ -302,9 +320,12 @@ def _ingest_stage(tmp: Path, paths: list[Path], plan: _Plan, build_id: str, star
     )
 
 
-def _build_channels(tmp: Path, out: Path, plan: _Plan, journal: stages.StageJournal) -> dict[str, Any]:
+def _build_channels(
+    tmp: Path, out: Path, plan: _Plan, journal: stages.StageJournal, pending: dict[str, Any]
+) -> dict[str, Any]:
     """Each chosen channel built from the store, its params.json stamped with the build id and its files' sizes;
-    a channel the journal has from before is kept."""
+    a channel the journal has from before is kept. A dense channel left for after publishing goes into
+    ``pending`` instead (:mod:`indexer.dense_later`)."""
     built: dict[str, Any] = {}
     for name in plan.indexes:
         asked = plan.index_options.get(name, {})
@@ -320,7 +341,12 @@ def _build_channels(tmp: Path, out: Path, plan: _Plan, journal: stages.StageJour
             # Embedding shards live beside the index, outside the temporary folder: a failed or
             # interrupted build resumes from them (each shard is checked against its passages' text).
             opts.setdefault("shards_dir", _dense_shards_dir(out))
-            opts["scope"] = _dense_scope(tmp / STORE_FILE, out, opts.get("scope", "auto"))
+            est = _dense_estimate(tmp / STORE_FILE, out, opts.get("scope", "auto"))
+            opts["scope"] = est["scope"]
+            entry = _dense_pending(tmp, out, plan, est, opts)
+            if entry is not None:
+                pending[name] = entry
+                continue
         built[name] = _build_one(name, tmp, progress=plan.progress, options=opts, memory=plan.memory)
         _stamp_channel(tmp / name, journal.build_id)
         journal.finish(name, built[name], (name,), options=asked)
@@ -409,6 +435,10 @@ def _build_lock(out: Path) -> Iterator[None]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         os.close(fd)
+
+
+# The lock of one index folder, for whatever else swaps a part of it (indexer.dense_later joins its dense channel).
+build_lock = _build_lock
 
 
 def _is_file_at(fd: int, path: Path) -> bool:
@@ -644,9 +674,22 @@ def _dense_shards_dir(out: Path) -> Path:
     return out.parent / f".{out.name}.dense-shards"
 
 
-def _dense_scope(db_path: Path, out: Path, scope: str) -> str:
-    """The dense scope resolved ("auto": leads above LEADS_THRESHOLD passages), said before a long embed with
-    its estimate at the rate the last build of ``out`` recorded (else the reference per-core rate)."""
+def _dense_pending(tmp: Path, out: Path, plan: _Plan, est: dict, opts: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The manifest's ``pending.dense`` when the dense channel is embedded after publishing (its shards, and
+    those a cut-off build left, in ``tmp/dense/shards``); None when the build embeds it now."""
+    from indexer import dense_later
+
+    later, why = dense_later.decide(plan.dense_later, est["seconds"])
+    logger.info("dense: %s (%s)", "left for after publishing" if later else "embedded before publishing", why)
+    if not later:
+        return None
+    dense_later.carry_shards(tmp, Path(opts["shards_dir"]))
+    return dense_later.pending_entry(est, why, opts)
+
+
+def _dense_estimate(db_path: Path, out: Path, scope: str) -> dict[str, Any]:
+    """The dense scope resolved ("auto": leads above LEADS_THRESHOLD passages) and the embedding's estimate, said
+    before a long embed, at the rate the last build of ``out`` recorded (else the reference per-core rate)."""
     from backends.dense.embed import LONG_EMBED_SECONDS, embed_estimate, estimate_message
 
     try:
@@ -656,7 +699,7 @@ def _dense_scope(db_path: Path, out: Path, scope: str) -> str:
     est = embed_estimate(db_path, scope, rate=rate)
     long = est["seconds"] > LONG_EMBED_SECONDS or (scope == "auto" and est["scope"] == "leads")
     logger.log(logging.WARNING if long else logging.INFO, "%s", estimate_message(est, scope))
-    return est["scope"]
+    return est
 
 
 def _build_one(

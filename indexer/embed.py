@@ -15,7 +15,7 @@ from pathlib import Path
 from backends import dense
 from backends.dense.embed import SCOPES, SHARD_SIZE, embed_range, plan_scope, scope_shards_dir
 from backends.encoder import BACKENDS
-from wikiground.errors import BuildError, ConfigError, InputError, ModelError
+from wikiground.errors import BuildError, ConfigError, IndexCorruptError, InputError, ModelError
 from wikiground.layout import store_path
 
 
@@ -37,7 +37,12 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--dense-scope", default="auto", choices=SCOPES, help="all passages, or each page's lead passage only"
     )
-    ap.add_argument("--assemble", action="store_true", help="after encoding, build the dense index from all shards")
+    ap.add_argument(
+        "--assemble",
+        action="store_true",
+        help="after encoding, build the dense index from all shards (an index whose dense channel is pending is "
+        "joined without it once every passage is embedded)",
+    )
     ap.add_argument("--exact-threshold", type=int, default=None)
     ap.add_argument(
         "--dense-tune-queries",
@@ -107,6 +112,32 @@ def _register(index: Path, dense_dir: Path, params: dict) -> bool:
     return True
 
 
+def _pending(args: argparse.Namespace) -> dict | None:
+    """The index's pending dense channel (indexer.dense_later): its scope is the one embedded."""
+    from indexer.dense_later import pending_dense
+
+    if not (args.index / "manifest.json").is_file():
+        return None
+    entry = pending_dense(args.index)
+    if entry is not None and args.dense_scope not in ("auto", entry["scope"]):
+        raise ConfigError(
+            f"--dense-scope {args.dense_scope}: the pending dense channel of {args.index} is {entry['scope']}"
+        )
+    return entry
+
+
+def _whole(args: argparse.Namespace) -> bool:
+    """Whether this run covered every passage (no --start/--end range): then a pending channel joins, as it does
+    with --assemble."""
+    return args.start == 0 and args.end is None
+
+
+def _build_id(index: Path) -> str | None:
+    from indexer.manifest import read_manifest
+
+    return read_manifest(index).get("build_id")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -115,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     db = store_path(args.index)
     dense_dir = args.index / "dense"
     try:
-        scope, rows, _ = plan_scope(db, args.dense_scope)
+        pending = _pending(args)
+        scope, rows, _ = plan_scope(db, pending["scope"] if pending else args.dense_scope)
+        build_id = _build_id(args.index) if pending else None
         stats = _embed(args, db, scope_shards_dir(dense_dir / "shards", scope), rows)
         rate = f" at {stats['passages_per_s']}/s" if stats["passages_per_s"] else ""
         print(
@@ -123,7 +156,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{stats['shards_skipped']} kept",
             file=sys.stderr,
         )
-        if args.assemble:
+        if pending and (_whole(args) or args.assemble):  # assembling checks that the shards cover every row
+            from indexer.dense_later import join
+
+            manifest = join(args.index, stats, expected_build=build_id)
+            entry = manifest["indexes"]["dense"]
+            print(f"dense index: {entry['documents']} vectors ({scope}) joined {args.index}", file=sys.stderr)
+        elif args.assemble:
             opts = {} if args.exact_threshold is None else {"exact_threshold": args.exact_threshold}
             if args.dense_tune_queries is not None:
                 opts["tune_queries"] = args.dense_tune_queries
@@ -134,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 + ("; listed in the manifest" if listed else ""),
                 file=sys.stderr,
             )
-    except (InputError, BuildError, ConfigError, ModelError) as exc:
+    except (InputError, BuildError, ConfigError, ModelError, IndexCorruptError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -142,6 +142,18 @@ def _kg_channel(index_dir: Path, wanted: Sequence[str] | None, store: Store | No
     return ("kg",) if found and found[0][0] else ()
 
 
+def pending_channels(index_dir: Path) -> tuple[str, ...]:
+    """The channels the manifest lists as pending: published without them, they join once built
+    (indexer.dense_later)."""
+    import json
+
+    try:
+        pending = json.loads((index_dir / MANIFEST_FILE).read_text(encoding="utf-8")).get("pending") or {}
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return ()
+    return tuple(c for c in BUILT_CHANNELS if c in pending and not (index_dir / c / PARAMS_FILE).is_file())
+
+
 def _manifest_channels(index_dir: Path, names: Sequence[str] = BUILT_CHANNELS) -> list[str]:
     import json
 
@@ -182,6 +194,7 @@ class Retriever:
         self.on_the_fly = on_the_fly
         self.ingest_live = ingest_live
         self.live_bridges = live_bridges
+        self.pending: tuple[str, ...] = ()  # channels the index lists as pending (indexer.dense_later)
         self._backends: dict[str, Any] = {}
         self._load_lock = threading.Lock()
         self._executor: Any | None = None
@@ -226,6 +239,7 @@ class Retriever:
             ingest_live=ingest_live,
             live_bridges=live_bridges,
         )
+        retriever.pending = pending_channels(d)
         if on_the_fly and fallback is None:
             try:
                 retriever.fallback = _open_live(retriever, settings, http_client)
@@ -386,6 +400,7 @@ class Retriever:
             stats.update(live_stats)
         timings["total"] = (time.perf_counter() - t0) * 1000
         stats["timings_ms"] = {c: round(v, 3) for c, v in timings.items()}
+        stats.update(self.answered_by(chans))
         return SearchResult(claim, status, tuple(evidence), mentions, stats)
 
     def with_live(
@@ -441,6 +456,11 @@ class Retriever:
         written = write_live_pages(self.index_dir, pages, resolve=resolve)
         self.store.reload_delta()
         return written
+
+    def answered_by(self, chans: Sequence[str]) -> dict[str, list[str]]:
+        """An answer's ``channels`` (those that answered) and, while the index has any, ``pending`` (those that
+        will join it once built)."""
+        return {"channels": list(chans), **({"pending": list(self.pending)} if self.pending else {})}
 
     def search_batch(self, claims: Iterable[str], k: int = 10, **kwargs: Any) -> Iterator[SearchResult]:
         for c in claims:
@@ -527,6 +547,12 @@ def _open_store(d: Path, channels: str | Sequence[str] | None) -> tuple[Store, t
         if wanted is None:
             wanted = have
         missing = [c for c in wanted if c not in have]
+        waiting = [c for c in missing if c in pending_channels(d)]
+        if waiting:
+            raise IndexMissingError(
+                f"{d}: the {', '.join(waiting)} index is pending (the index was published before it was built); "
+                f"`wikiground embed --index {d}` completes it, or search the other channels meanwhile"
+            )
         if missing:
             raise IndexMissingError(
                 f"{d}: no {', '.join(missing)} index; build it with "

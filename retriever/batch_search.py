@@ -203,7 +203,8 @@ def search_block(
     for j, i in enumerate(asked):
         mentions = tuple(m for c in found if found[c][1] is not None for m in found[c][1][j])
         status = STATUS_OK if evidence[j] else STATUS_NO_EVIDENCE
-        out[i] = SearchResult(texts[j], status, tuple(evidence[j]), mentions, {"timings_ms": dict(timings)})
+        stats = {"timings_ms": dict(timings), **retriever.answered_by(chans)}
+        out[i] = SearchResult(texts[j], status, tuple(evidence[j]), mentions, stats)
     return out
 
 

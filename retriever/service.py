@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fallback.settings import FallbackSettings
-from retriever.api import MAX_K, NO_ID, Retriever, check_k, error_line, parse_channels
+from retriever.api import MAX_K, NO_ID, Retriever, check_k, error_line, parse_channels, pending_channels
 from wikiground.errors import ConfigError, QueryError
 from wikiground.text import clean_surrogates
 
@@ -37,6 +37,7 @@ __all__ = [
     "error_line",
     "json_line",
     "parse_weights",
+    "pending_channels",
     "warm_up",
 ]
 

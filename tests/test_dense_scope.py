@@ -93,15 +93,15 @@ def test_auto_picks_leads_above_the_threshold_and_says_so(leads_index, monkeypat
 
     db = leads_index / "wiki.duckdb"
     with caplog.at_level(logging.INFO, logger="indexer.build"):
-        assert build._dense_scope(db, tmp_path / "new", "auto") == "all"  # small: every passage
+        assert build._dense_estimate(db, tmp_path / "new", "auto")["scope"] == "all"  # small: every passage
     monkeypatch.setattr(embed, "LEADS_THRESHOLD", 100)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="indexer.build"):
-        assert build._dense_scope(db, tmp_path / "new", "auto") == "leads"
+        assert build._dense_estimate(db, tmp_path / "new", "auto")["scope"] == "leads"
     (rec,) = [r for r in caplog.records if r.name == "indexer.build"]
     assert rec.levelno == logging.WARNING and "above 100 passages" in rec.getMessage()
     assert "lead passage" in rec.getMessage() and "--dense-scope all" in rec.getMessage()
-    assert build._dense_scope(db, tmp_path / "new", "all") == "all"  # asked for: kept
+    assert build._dense_estimate(db, tmp_path / "new", "all")["scope"] == "all"  # asked for: kept
 
 
 def test_estimate_names_both_scopes_with_real_counts(leads_index):

@@ -254,13 +254,13 @@ def build(
             tune_queries=tune_queries,
             extra={"encode_seconds": stats["encode_seconds"], "passages_per_s": stats["passages_per_s"]},
         )
-        _prepare_queries(stats["encoder_backend"])
+        prepare_queries(stats["encoder_backend"])
     except OSError as exc:
         raise BuildError(f"{out_dir}: dense build failed: {exc}") from exc
-    return _manifest_entry(params, seconds=time.perf_counter() - t0)
+    return manifest_entry(params, seconds=time.perf_counter() - t0)
 
 
-def _prepare_queries(encoder_backend: str | None) -> None:
+def prepare_queries(encoder_backend: str | None) -> None:
     """Export the graph the queries of an ONNX-built index run on, so that the first query does not."""
     if encoder_backend == "onnx":
         from backends.encoder import prepare_query_graph
@@ -268,7 +268,7 @@ def _prepare_queries(encoder_backend: str | None) -> None:
         prepare_query_graph()
 
 
-def _manifest_entry(params: dict, *, seconds: float) -> dict:
+def manifest_entry(params: dict, *, seconds: float) -> dict:
     engine = "exact numpy" if params["index_type"] == "exact" else "faiss IVF-PQ fast-scan"
     return {
         "type": NAME,

@@ -389,6 +389,7 @@ def _stats(state: ServerState, retriever: Any) -> dict[str, Any]:
         "manifest": manifest,
         "counts": counts,
         "channels": list(retriever.channels),
+        "pending": list(retriever.pending),
         "on_the_fly": retriever.fallback is not None,
         "versions": versions,
         "uptime_seconds": round(state.uptime(), 3),

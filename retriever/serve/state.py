@@ -3,6 +3,10 @@
 A request takes a reference on the current generation and keeps it until its work ends (also when the client
 has given up waiting); a reload opens a new generation beside the old one and swaps it in under a lock, so each
 request sees exactly one of the two. The old generation is closed when its last request ends.
+
+An index published with a channel pending (indexer.dense_later) is served without it; once the channel has joined
+the folder, the next request (at most once every JOIN_CHECK_SECONDS) starts such a reload, and the requests after
+it get a generation with the channel.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from retriever.service import MAX_K, Retriever, SearchOptions, check_k, warm_up
+from retriever.service import MAX_K, Retriever, SearchOptions, check_k, pending_channels, warm_up
 from wikiground.errors import QueryError
 
 log = logging.getLogger(__name__)
+
+JOIN_CHECK_SECONDS = 1.0  # how often requests look whether a pending channel has joined the index (a stat or two)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +125,7 @@ class ServerState:
         self._lock = threading.Lock()
         self._reload_lock = threading.Lock()
         self._count_lock = threading.Lock()
+        self._join_checked = 0.0
 
     # -- generations ---------------------------------------------------------------------------
     def start(self) -> float:
@@ -150,12 +157,26 @@ class ServerState:
 
     def acquire(self) -> Generation:
         """The current generation, with a reference taken: the caller must ``leave()`` it."""
+        self._notice_joined()
         with self._lock:
             gen = self._current
             if gen is None:
                 raise QueryError("the server is not ready (no index open)")
             gen.enter()
             return gen
+
+    def _notice_joined(self) -> None:
+        """Reload in the background when a channel the current generation was opened without, as pending, has
+        joined the index folder since; the request at hand still gets the current generation."""
+        gen = self._current
+        if gen is None or not getattr(gen.retriever, "pending", ()) or gen.retriever.index_dir is None:
+            return
+        now = time.monotonic()
+        if now - self._join_checked < JOIN_CHECK_SECONDS:
+            return
+        self._join_checked = now
+        if pending_channels(gen.retriever.index_dir) != gen.retriever.pending and self.reload_soon():
+            log.info("a pending channel joined %s: opening a new generation with it", gen.retriever.index_dir)
 
     @property
     def generation(self) -> Generation | None:
