@@ -10,8 +10,9 @@ does), so no vocabulary is ever held. The build streams the passages three times
 
 Memory: a few batches, one range (with a df counter of its buckets), the kept buckets and their df (8 bytes
 each), and a norm per passage (8 bytes each).
-Disk: the spill files (``SPILL``: 8 bytes an entry, the bucket's offset in its range packed with the count) beside
-the output (5 bytes a kept posting) until the build ends.
+Disk: the spill files (``SPILL``: 8 bytes an entry, the bucket's offset in its range packed with the count); the last
+pass deletes each range's file once read, as it writes that range's postings (5 bytes a kept posting), so the peak
+is the spill itself.
 Output (``FILES``): ``buckets.npy`` (sorted kept bucket ids = the terms), ``idf.npy``, ``indptr.npy`` (int64,
 len V+1), ``indices.npy`` (int32 passage ids), ``weights.npy`` (uint8: each posting's weight in the L2-normalised
 passage row, on a log scale between its term's ``wlo.npy`` and ``wlo + 255 * wstep``, float32 natural logs).
@@ -148,11 +149,17 @@ def spill(hashed_batches: Iterable[tuple[np.ndarray, ...]], spill_dir: Path, ran
     return n
 
 
-def _ranges(spill_dir: Path, ranges: int, n_features: int, sublinear: bool) -> Iterator[tuple[int, int, np.ndarray]]:
-    """(first bucket, width, decoded ``ENTRY`` entries) of each bucket range, in bucket order."""
+def _ranges(
+    spill_dir: Path, ranges: int, n_features: int, sublinear: bool, *, consume: bool = False
+) -> Iterator[tuple[int, int, np.ndarray]]:
+    """(first bucket, width, decoded ``ENTRY`` entries) of each bucket range, in bucket order; ``consume``: each
+    spill file is deleted once read (the last pass), so the spill shrinks as the postings grow."""
     width = n_features // ranges
     for r in range(ranges):
-        raw = np.fromfile(spill_dir / f"range-{r:04d}.bin", dtype=SPILL)
+        path = spill_dir / f"range-{r:04d}.bin"
+        raw = np.fromfile(path, dtype=SPILL)
+        if consume:
+            path.unlink()
         rec = np.empty(len(raw), dtype=ENTRY)
         rec["bucket"] = (raw["key"] & np.uint32(width - 1)) + np.uint32(r * width)
         rec["doc"] = raw["doc"]
@@ -246,7 +253,7 @@ def write_postings(
             _npy_header(files[name], dtype, sizes[name])
         files["indptr.npy"].write(np.zeros(1, dtype=np.int64).tobytes())
         written = 0
-        ranges = _ranges(spill_dir, len(kept), n_features, sublinear)
+        ranges = _ranges(spill_dir, len(kept), n_features, sublinear, consume=True)
         for (lo, width, rec), (buckets, df_kept) in zip(ranges, kept):
             df = np.zeros(width, dtype=np.int32)
             df[buckets - lo] = df_kept

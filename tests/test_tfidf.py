@@ -194,6 +194,24 @@ def test_min_df_drops_buckets_seen_once(built, tmp_path):
     assert b.search("hedge fund run by Bill Ackman", k=1)[0].title == "Pershing Square Capital Management"
 
 
+def test_the_last_pass_deletes_each_spill_file_once_read(built, tmp_path, monkeypatch):
+    """The spill shrinks while the postings grow: the peak temporary disk is the spill, not the spill plus them."""
+    from backends import tfidf, tfidf_postings
+
+    left: list[int] = []
+    real_fromfile = np.fromfile
+
+    def spy(path, dtype):
+        left.append(len(list(Path(path).parent.glob("range-*.bin"))))
+        return real_fromfile(path, dtype=dtype)
+
+    monkeypatch.setattr(tfidf_postings.np, "fromfile", spy)
+    tfidf.build(built[0] / "wiki.duckdb", tmp_path / "t", n_features=N_FEATURES)
+    ranges = len(left) // 2
+    assert left[:ranges] == [ranges] * ranges  # pass 2 reads them all
+    assert left[ranges:] == list(range(ranges, 0, -1))  # pass 3 deletes each after reading it
+
+
 def test_lists_keep_their_high_weight_end(built, backend, tmp_path, monkeypatch):
     """A list keeps at most the postings one query may read of it (the posting budget): its highest weights, so a
     search within that budget answers as over the whole lists."""
