@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-BENCHES = ("ingest", "encoder", "bm25", "retrieval", "batch", "serve", "fallback", "multihop", "kg")
+BENCHES = ("ingest", "encoder", "bm25", "retrieval", "batch", "serve", "fallback", "multihop", "kg", "fusion")
 HERE = Path(__file__).resolve().parent
 
 
