@@ -15,7 +15,19 @@ import sys
 import time
 from pathlib import Path
 
-BENCHES = ("ingest", "encoder", "bm25", "retrieval", "batch", "serve", "fallback", "multihop", "kg", "explorer")
+BENCHES = (
+    "ingest",
+    "encoder",
+    "bm25",
+    "retrieval",
+    "batch",
+    "serve",
+    "fallback",
+    "multihop",
+    "kg",
+    "fusion",
+    "explorer",
+)
 HERE = Path(__file__).resolve().parent
 
 

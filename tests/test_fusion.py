@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from retriever.fusion import fuse
+from retriever.fusion import PLAIN, PROMOTION, Promotion, fuse
 from wikiground.records import Hit
+
+MARGIN_GAIN, TITLE_PROTECT, PROMOTE_WITHIN = PROMOTION.margin_gain, PROMOTION.title_protect, PROMOTION.within
 
 
 def hits(channel: str, items: list[tuple[int, int, float]]) -> list[Hit]:
@@ -21,7 +23,8 @@ def test_rrf_combines_and_dedups_by_page():
     assert [p.page_id for p in pages] == [1, 2, 3]  # ties broken by page id, deterministic
     # Page 1's second passage does not push page 2 down in bm25: page-level ranks are 1, 2.
     assert pages[0].ranks == {"bm25": 1, "dense": 2} and pages[1].ranks == {"bm25": 2, "dense": 1}
-    assert pages[0].score == pytest.approx(1 / 61 + 1 / 62)
+    # Plain RRF, plus bm25's rank-1 lead (9 over 7) as a promotion of its first page.
+    assert pages[0].score == pytest.approx(1 / 61 + 1 / 62 + MARGIN_GAIN / 61 * (9 - 7) / 9)
     assert pages[0].best.passage_id == 10 and [p.passage_id for p in pages[0].passages] == [10, 11]
 
 
@@ -59,3 +62,45 @@ def test_empty_and_passage_level():
     assert fuse({}) == [] and fuse({"bm25": []}) == []
     res = {"bm25": hits("bm25", [(10, 1, 9.0), (11, 1, 8.0), (20, 2, 7.0)])}
     assert [p.passage_id for p in fuse(res)[0].passages] == [10, 11]
+
+
+def test_a_sure_channel_puts_its_first_page_first():
+    # Plain RRF puts page 1 first (two channels' second rank against one rank 1 and a rank 3); bm25 leads by far.
+    res = {
+        "bm25": hits("bm25", [(20, 2, 30.0), (10, 1, 10.0)]),
+        "dense": hits("dense", [(30, 3, 0.80), (10, 1, 0.79), (20, 2, 0.78)]),
+        "tfidf": hits("tfidf", [(30, 3, 0.50), (10, 1, 0.49)]),
+    }
+    assert fuse(res, promotion=PLAIN)[0].page_id == 1
+    pages = fuse(res)
+    assert pages[0].page_id == 2
+    assert [p.score for p in pages] == sorted((p.score for p in pages), reverse=True)
+    # Without its lead (a close second), bm25's rank 1 no longer outweighs the others.
+    res["bm25"] = hits("bm25", [(20, 2, 30.0), (10, 1, 29.9)])
+    assert fuse(res)[0].page_id != 2
+
+
+def test_title_channel_exact_entity_is_protected_at_the_top():
+    res = {
+        "title": [Hit(50, 5, TITLE_PROTECT + 0.1, 1, "title", matched="Aristotle")],
+        "bm25": hits("bm25", [(10, 1, 9.0), (20, 2, 8.9), (50, 5, 8.8)]),
+        "dense": hits("dense", [(10, 1, 0.9), (20, 2, 0.89)]),
+    }
+    assert fuse(res, method="score")[0].page_id == 1 and fuse(res)[0].page_id == 5
+    res["title"] = [Hit(50, 5, TITLE_PROTECT - 0.5, 1, "title", matched="Aristotle")]  # a partial or late name
+    assert fuse(res)[0].page_id == 1
+    res["title"] = [Hit(50, 5, TITLE_PROTECT + 0.1, 1, "title", matched="Aristotle")]
+    assert fuse(res, weights={"title": 0.0})[0].page_id == 1  # a channel weighed 0 promotes nothing
+
+
+def test_promotion_reorders_the_top_pages_only():
+    # Page 9 is bm25's sure first page but 6th in plain RRF: it stays out of the top PROMOTE_WITHIN.
+    others = [(10 * i, i, 1.0 - i / 100) for i in range(1, PROMOTE_WITHIN + 1)]
+    res = {
+        "bm25": hits("bm25", [(90, 9, 100.0), *[(pid, page, 1.0) for pid, page, _ in others]]),
+        "dense": hits("dense", others),
+        "tfidf": hits("tfidf", others),
+    }
+    plain = [p.page_id for p in fuse(res, promotion=PLAIN)]
+    assert plain.index(9) == PROMOTE_WITHIN and fuse(res)[PROMOTE_WITHIN].page_id == 9
+    assert fuse(res, promotion=Promotion(margin_gain=MARGIN_GAIN, within=PROMOTE_WITHIN + 1))[0].page_id == 9
