@@ -263,3 +263,45 @@ def test_answers_name_no_path_on_the_servers_disk(plain, gensim_store):
     text = json.dumps(stats)
     assert str(gensim_store) not in text and str(gensim_store.parent) not in text
     assert stats["index"] == gensim_store.name and stats["build_id"]
+
+
+# -- text parameters ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sroffset", "srlimit", "gsroffset", "excontinue"])
+def test_mediawiki_integers_are_ascii_digits_or_badinteger(plain, name):
+    params = {"action": "query", "list": "search", "srsearch": "Aristotle", "format": "json", name: "\u00b2"}
+    if name == "gsroffset":
+        params.update(generator="search", gsrsearch="Aristotle")
+    answer = httpx.get(plain.url + "/w/api.php", params=params).json()
+    assert answer["error"]["code"] == "badinteger" and name in answer["error"]["info"]
+    byid = httpx.get(plain.url + "/w/api.php", params={"action": "query", "pageids": "\u00b2|99999999999999999999"})
+    assert "error" not in byid.json() and byid.status_code == 200
+
+
+def test_search_texts_and_titles_are_capped(plain):
+    form = {"action": "query", "list": "search", "srsearch": "Aristotle " * 5000}
+    answer = httpx.post(plain.url + "/w/api.php", data=form).json()
+    assert answer["error"]["code"] == "cirrussearch-query-too-long"
+    long_title = httpx.get(plain.url + "/pages/" + "A" * 3000)
+    assert long_title.status_code == 400
+    assert_error_shape(long_title.json(), "QueryError")
+
+
+def test_shutdown_does_not_wait_for_clients_that_never_send(gensim_store):
+    state = ServerState(lambda: Retriever.open(gensim_store))
+    state.start()
+    served = Served(state, http=HttpLimits(read_timeout=1.0))
+    with served:
+        head = (
+            b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n"
+        )
+        silent = [socket.create_connection(("127.0.0.1", served.port)) for _ in range(3)]
+        silent[0].sendall(head)  # a head, and never its body
+        silent[1].sendall(b"GET /health HTTP/1.1\r\n")  # half a head
+        time.sleep(0.2)
+        t0 = time.monotonic()
+    stopped = time.monotonic() - t0
+    for sock in silent:
+        sock.close()
+    assert not served.thread.is_alive() and stopped < 5, f"the shutdown took {stopped:.1f} s"

@@ -389,6 +389,7 @@ def _info_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
     @app.get("/pages/{title:path}", summary="A page after redirects: sections, categories, see also, infobox, links")
     async def page(title: str) -> Any:
         state.count("pages")
+        title = state.check_claim(title, what="title")
         view = await runner.run(lambda r: page_lookup.page_view(r.store, title))
         if view is None:
             return JSONResponse(error_body("NotFound", f"no page or redirect titled {title!r}"), status_code=404)
