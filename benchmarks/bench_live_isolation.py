@@ -100,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         index = Path(tmp) / "index"
-        build_index([ROOT / "data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"], index, indexes=())
+        build_index(
+            [ROOT / "data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"], index, indexes=()
+        )
         pages = pages_from_vital(ROOT / "data/vital_articles_summaries.json", titles=LIVE_TITLES)
         with FakeWiki(pages) as wiki:
             result = run(index, wiki.api_url, Path(tmp) / "cache", rate=args.rate, live=args.live, extra=args.extra)
