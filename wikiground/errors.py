@@ -177,4 +177,6 @@ class ServerAnswerError(WikigroundError):
     def __init__(self, message: str, *, url: str, status: int | None = None):
         self.url = url
         self.status = status
+        self.kind: str | None = None  # the server's error type, when it answered with one
+        self.route_missing = False  # a 404 for the route itself (a wrong base path), not for a page
         super().__init__(f"{url}: {message}")
