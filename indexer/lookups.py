@@ -285,7 +285,7 @@ class Lookups:
             return None
         try:
             table = cls(folder)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError) as exc:  # EOFError: numpy's word for a cut .npy file
             logger.warning("%s: cannot be read (%s); titles are resolved in the store", folder, exc)
             return None
         keys = params["keys"]
