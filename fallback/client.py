@@ -283,7 +283,8 @@ class WikiApi:
             raise TypeError(f"WikiApi takes a FallbackSettings, not {type(settings).__name__}")
         self.settings = settings
         cache_dir = settings.cache_dir if self.cache_mode != "off" else None
-        self.cache = ResponseCache(cache_dir) if cache_dir is not None else None
+        entry_cap = 2 * settings.max_response_bytes + 64 * 1024  # one response re-encoded, with its key
+        self.cache = ResponseCache(cache_dir, max_entry_bytes=entry_cap) if cache_dir is not None else None
         api_url = _endpoint(settings.api_url, self.cache_mode, self.cache)
         self.url = httpx.URL(api_url)
         if self.url.scheme not in ("http", "https") or not self.url.host:
