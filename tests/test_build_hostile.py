@@ -50,3 +50,31 @@ def test_a_fifo_dump_is_refused(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(WikigroundError, match="not a regular file"):
         build_index([fifo], tmp_path / "index", indexes=())
+
+
+@pytest.fixture
+def one_page(tmp_path):
+    src = tmp_path / "pages.jsonl"
+    _jsonl(src, [{"id": 1, "title": "Aristotle", "text": "Aristotle was a Greek philosopher."}])
+    return src
+
+
+def test_a_symlinked_out_is_followed_and_the_link_kept(tmp_path, one_page):
+    target = tmp_path / "real-index"
+    build_index([one_page], target, indexes=())
+    link = tmp_path / "current"
+    link.symlink_to(target, target_is_directory=True)
+    first = json.loads((target / "manifest.json").read_text())["build_id"]
+    build_index([one_page], link, indexes=())
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert json.loads((target / "manifest.json").read_text())["build_id"] != first  # the target was rebuilt
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and p.is_symlink()]
+
+
+def test_an_out_under_a_file_is_a_clear_error(tmp_path, one_page):
+    from wikiground.errors import ConfigError
+
+    blocker = tmp_path / "FILE"
+    blocker.write_text("not a folder")
+    with pytest.raises(ConfigError, match="which is a file"):
+        build_index([one_page], blocker / "sub", indexes=())
