@@ -60,3 +60,41 @@ def test_a_cut_lookups_array_falls_back_to_the_store_with_a_warning(index, caplo
     with Retriever.open(index) as r:
         assert [e.title for e in r.search(CLAIM, 5).evidence] == expected
     assert any("resolved in the store" in rec.getMessage() for rec in caplog.records)
+
+
+@pytest.fixture(scope="module")
+def tfidf_index(tmp_path_factory):
+    from indexer.build import build_index
+
+    src = tmp_path_factory.mktemp("tfidf") / "pages.jsonl"
+    rows = [
+        {"id": 1, "title": "Aristotle", "text": "Aristotle was a Greek philosopher who tutored Alexander the Great."},
+        {"id": 2, "title": "Alexander the Great", "text": "Alexander the Great was a king of Macedon."},
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = src.parent / "index"
+    build_index([src], out, indexes=("tfidf",))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("token_pattern", "(a+)+$", "token_pattern"),
+        ("analyzer", "char", "analyzer"),
+        ("n_features", 10**12, "n_features"),
+        ("n_features", 1024, "smaller than the index's buckets"),
+        ("n_features", "67108864", "n_features"),
+    ],
+)
+def test_tfidf_parsing_settings_are_the_formats_own_and_numbers_in_range(tfidf_index, tmp_path, key, value, words):
+    index = tmp_path / "index"
+    shutil.copytree(tfidf_index, index)
+    path = index / "tfidf" / "params.json"
+    params = json.loads(path.read_text())
+    params["vectorizer"][key] = value
+    path.write_text(json.dumps(params))
+    with pytest.raises(IndexCorruptError, match=words) as info:
+        with Retriever.open(index, channels="tfidf") as r:
+            r.search(CLAIM, 3)
+    assert "params.json" in str(info.value)
