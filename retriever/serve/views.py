@@ -35,4 +35,6 @@ def public_stats(stats: dict[str, Any]) -> dict[str, Any]:
     build_id = manifest.get("build_id") if isinstance(manifest, dict) else None
     index = stats.get("index")
     named = {"index": scrub_path(index) if isinstance(index, str) else index, "build_id": build_id}
+    if isinstance(manifest, dict):  # its file list is for `wikiground verify`, not for clients
+        named["manifest"] = {k: v for k, v in manifest.items() if k != "files"}
     return scrub({**stats, **named})
