@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from indexer.schema import SCHEMA_VERSION
 from indexer.trust import refuse_links
-from indexer.verify import check_sizes
 from wikiground.errors import IndexChangedError, IndexCorruptError, IndexFormatError, IndexMissingError
 from wikiground.layout import LOOKUPS_DIR, MANIFEST_FILE, STORE_FILE, delta_segments
 from wikiground.records import Page, Passage
@@ -262,7 +261,6 @@ def _open_consistent(db: Path, index_dir: Path) -> tuple[Any, str]:
         _check_schema(index_dir, manifest)
         if manifest:  # an index folder (not a bare store file in any folder): the build's files only, no links
             refuse_links(index_dir)
-            check_sizes(index_dir, manifest)  # each file as long as its build wrote it (a cut mmap kills a process)
         expected = manifest.get("build_id")
         con = _connect(db, expected_bytes=manifest.get("store_bytes"))
         build_id = _build_id(con, db)

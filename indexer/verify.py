@@ -1,7 +1,8 @@
 """Every file an index's build wrote, with its size and sha256, in the manifest (``files``); and
 ``wikiground verify DIR`` (``python -m indexer.verify DIR``), which reads every one of them whole and reports each
-that differs, as ``git fsck`` does. Opening an index checks the sizes alone (a stat a file: cheap), so a file cut
-or grown since the build is found at every open and ``/reload``.
+that differs, as ``git fsck`` does. Opening an index checks sizes where a reader depends on them: the store against
+the manifest's ``store_bytes``, each channel against its ``params.json`` files, the lookups against their key counts
+(a cut lookups file falls back to the store with a warning).
 
 Not listed: ``manifest.json`` itself, the build's stage journal, ``delta/`` (pages ingested live after the
 build), ``dense/shards/`` (an embedding's resumable shards) and hidden files (locks). A file whose size and
@@ -78,23 +79,6 @@ def _listed(manifest: dict[str, Any], where: Path) -> dict[str, dict[str, Any]] 
         if rel.startswith(("/", "\\")) or ".." in Path(rel).parts:
             raise IndexCorruptError(f"{where}: '{FILES_KEY}' names {rel[:80]!r}, outside the index folder")
     return files
-
-
-def check_sizes(index_dir: Path, manifest: dict[str, Any]) -> None:
-    """IndexCorruptError naming the first listed file that is missing or not of its recorded size (an index built
-    before files were listed is not checked)."""
-    root = Path(index_dir)
-    files = _listed(manifest, root / MANIFEST_FILE)
-    for rel, record in (files or {}).items():
-        path = root / rel
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            raise IndexCorruptError(f"{path}: missing (the manifest lists it): rebuild the index") from None
-        if size != record.get("bytes"):
-            raise IndexCorruptError(
-                f"{path}: {size} bytes, but its build wrote {record.get('bytes')} (changed since): rebuild the index"
-            )
 
 
 def verify(index_dir: Path) -> list[str]:
