@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from wikiground.errors import IndexCorruptError, WikigroundError
+from wikiground.errors import IndexCorruptError, IndexMissingError, WikigroundError
 from wikiground.layout import MANIFEST_FILE
 
 FILES_KEY = "files"
@@ -69,6 +70,19 @@ def file_records(index_dir: Path, before: Any = None) -> dict[str, dict[str, Any
     return records
 
 
+def _read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest as JSON (indexer.manifest writes it through this module: it is not imported back)."""
+    if not path.is_file():
+        raise IndexMissingError(f"{path}: no manifest (not an index folder)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexCorruptError(f"{path}: unreadable manifest ({exc})") from exc
+    if not isinstance(data, dict):
+        raise IndexCorruptError(f"{path}: not a wikiground manifest")
+    return data
+
+
 def _listed(manifest: dict[str, Any], where: Path) -> dict[str, dict[str, Any]] | None:
     files = manifest.get(FILES_KEY)
     if files is None:
@@ -84,10 +98,8 @@ def _listed(manifest: dict[str, Any], where: Path) -> dict[str, dict[str, Any]] 
 def verify(index_dir: Path) -> list[str]:
     """Every problem with the index's files, each naming the file: missing, of another size, another sha256, or
     not listed. Reads every listed file whole."""
-    from indexer.manifest import read_manifest
-
     root = Path(index_dir)
-    manifest = read_manifest(root)
+    manifest = _read_manifest(root / MANIFEST_FILE)
     files = _listed(manifest, root / MANIFEST_FILE)
     if files is None:
         return [f"{root / MANIFEST_FILE}: lists no files (built before they were listed): rebuild to verify it"]
