@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -193,6 +194,31 @@ def water_fill(lengths: np.ndarray, budget: int) -> np.ndarray:
     return take
 
 
+MIN_FEATURES, MAX_FEATURES = 1 << 10, postings.MAX_FEATURES  # the hash space: from a toy index's to what a build allows
+
+
+def checked_vectorizer(vec: Any, folder: Path, buckets: np.ndarray) -> dict[str, Any]:
+    """The vectorizer settings of ``params.json``, checked: the parsing settings (token pattern, analyzer,
+    lower-casing, accents, n-grams) are this format's own and are never taken from the file (a token pattern is
+    code for the regular expression engine), and ``n_features`` must be a whole number in range that holds every
+    bucket the index has. IndexCorruptError naming the file otherwise."""
+    where = folder / PARAMS_FILE
+    if not isinstance(vec, dict):
+        raise IndexCorruptError(f"{where}: 'vectorizer' is not an object")
+    for key, fixed in ANALYZER_PARAMS.items():
+        if vec.get(key) != fixed:
+            raise IndexCorruptError(
+                f"{where}: the vectorizer's {key} is {str(vec.get(key))[:60]!r}; this index format fixes it at "
+                f"{fixed!r} (the file was edited, or written by another program)"
+            )
+    n = vec.get("n_features")
+    if not isinstance(n, int) or isinstance(n, bool) or not MIN_FEATURES <= n <= MAX_FEATURES:
+        raise IndexCorruptError(f"{where}: n_features {str(n)[:40]!r} is not a whole number from 2^10 to 2^30")
+    if len(buckets) and int(buckets[-1]) >= n:
+        raise IndexCorruptError(f"{where}: n_features {n} is smaller than the index's buckets (up to {buckets[-1]})")
+    return {**vec, **ANALYZER_PARAMS}
+
+
 class TfidfBackend:
     """Cosine between L2-normalised TF-IDF vectors of the query and each passage."""
 
@@ -214,7 +240,7 @@ class TfidfBackend:
         if len(self.table) != self.params["count"]:
             raise IndexCorruptError(f"{folder}: the passage table and params.json count disagree")
         self.posting_budget = POSTING_BUDGET if posting_budget is None else int(posting_budget)
-        vec = self.params["vectorizer"]
+        vec = checked_vectorizer(self.params["vectorizer"], folder, self._buckets)
         self._hasher = postings.hasher(vec)
         self._token_hasher = postings.token_hasher(vec)
         self._sublinear = bool(vec.get("sublinear_tf", True))

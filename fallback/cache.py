@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,9 @@ log = logging.getLogger(__name__)
 VOLATILE_PARAMS = frozenset({"maxlag", "requestid", "curtimestamp", "smaxage", "maxage"})
 CACHE_FORMAT = 1
 ENDPOINTS_FILE = "endpoints.json"
+# An entry holds one response (at most the live client's response cap, 8 MiB by default) re-encoded as JSON, with its
+# key and provenance: anything far larger was not written by this cache, and is not read whole.
+DEFAULT_MAX_ENTRY_BYTES = 2 * 8 * 1024 * 1024 + 64 * 1024
 
 
 def request_key(endpoint: str, params: Mapping[str, str]) -> str:
@@ -112,11 +117,19 @@ def _parse_entry(raw: bytes, check: Callable[[Any, Any], str | None] = body_prob
 class ResponseCache:
     """A folder of ``<hash[:2]>/<hash>.json`` entries, and ``endpoints.json``."""
 
-    def __init__(self, root: Path, *, check: Callable[[Any, Any], str | None] = body_problem):
+    def __init__(
+        self,
+        root: Path,
+        *,
+        check: Callable[[Any, Any], str | None] = body_problem,
+        max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
+    ):
         """``check(status, body)`` says why an answer is unusable (None when it is usable): by default a MediaWiki
-        answer must be an HTTP 200 JSON object without an ``error``."""
+        answer must be an HTTP 200 JSON object without an ``error``. An entry over ``max_entry_bytes``, or one that
+        is not a regular file (a link, a FIFO, a device), is a miss, never read."""
         self.root = Path(root)
         self.check = check
+        self.max_entry_bytes = max_entry_bytes
         self._endpoints: set[str] | None = None
         if not (self.root / ENDPOINTS_FILE).is_file() and self._has_entries():
             raise IndexFormatError(
@@ -140,11 +153,13 @@ class ResponseCache:
         """The entry for ``key``; None when there is none or it is unusable (a miss: logged, never fatal)."""
         path = self.path_for(key)
         try:
-            raw = path.read_bytes()
+            raw = self._read_regular(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise InputError(f"cannot read cache entry: {exc}", path=str(path)) from exc
+        if raw is None:
+            return None
         try:
             entry = _parse_entry(raw, self.check)
         except ValueError as exc:
@@ -154,6 +169,31 @@ class ResponseCache:
             log.warning("cache entry %s holds another request; ignoring it", path)
             return None
         return entry
+
+    def _read_regular(self, path: Path) -> bytes | None:
+        """The entry's bytes; None (a miss, logged) when it is not a regular file or is over the size bound. Opened
+        without following a link and without blocking, so a FIFO put in an entry's place cannot hold the reader."""
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:
+            fd = os.open(path, flags)
+        except OSError as exc:
+            if path.is_symlink():
+                log.warning("cache entry %s is a link, not a file: treated as a miss", path)
+                return None
+            raise exc from None
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                log.warning("cache entry %s is not a regular file: treated as a miss", path)
+                return None
+            if info.st_size > self.max_entry_bytes:
+                log.warning("cache entry %s is over %d bytes: treated as a miss", path, self.max_entry_bytes)
+                return None
+            raw = fh.read(self.max_entry_bytes + 1)
+        if len(raw) > self.max_entry_bytes:  # grew after the check
+            log.warning("cache entry %s is over %d bytes: treated as a miss", path, self.max_entry_bytes)
+            return None
+        return raw
 
     def put(self, key: str, *, status: int, fetched_at: str, body: Any) -> CacheEntry | None:
         """Store a usable answer atomically; anything else is refused (logged, nothing written, None returned)."""

@@ -283,7 +283,8 @@ class WikiApi:
             raise TypeError(f"WikiApi takes a FallbackSettings, not {type(settings).__name__}")
         self.settings = settings
         cache_dir = settings.cache_dir if self.cache_mode != "off" else None
-        self.cache = ResponseCache(cache_dir) if cache_dir is not None else None
+        entry_cap = 2 * settings.max_response_bytes + 64 * 1024  # one response re-encoded, with its key
+        self.cache = ResponseCache(cache_dir, max_entry_bytes=entry_cap) if cache_dir is not None else None
         api_url = _endpoint(settings.api_url, self.cache_mode, self.cache)
         self.url = httpx.URL(api_url)
         if self.url.scheme not in ("http", "https") or not self.url.host:
@@ -404,11 +405,12 @@ class WikiApi:
         self._count("cache_misses")
         described = "&".join(f"{k}={v}" for k, v in sorted(full.items()) if k not in ("format", "formatversion"))
         if self.settings.replay_miss == "error":
-            # "is not None": an empty cache is falsy (it has a length), and its folder is the useful part.
-            where = f" {self.cache.root}" if self.cache is not None else " (no --cache folder given)"
+            # "is not None": an empty cache is falsy (it has a length). Folder and entry by name only: the message
+            # reaches a server's clients, who have no business knowing the server's paths.
+            where = f" {self.cache.root.name!r}" if self.cache is not None else " (no --cache folder given)"
             path = self.cache.path_for(key) if self.cache is not None else None
-            note = f" (its entry {path} is unusable)" if path is not None and path.exists() else ""
-            raise CacheMissError(f"replay: request not in the cache{where}{note}: {described}")
+            note = f" (its entry {path.name} is unusable)" if path is not None and path.exists() else ""
+            raise CacheMissError(f"replay: request not in the replay cache{where}{note}: {described}")
         log.info("replay miss (skipped): %s", described)
         return ApiResponse(None, None)
 

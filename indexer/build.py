@@ -153,7 +153,7 @@ def build_index(
     plan = _plan(indexes, namespaces, workers, progress, index_options, max_page_chars, passage_words, memory)
     plan = replace(plan, dense_later=_check_dense_later(dense_later))
     paths = expand_inputs(inputs)
-    out = Path(out).absolute()
+    out = _follow_out(Path(out).absolute())
     _check_out(out, paths)
     out.parent.mkdir(parents=True, exist_ok=True)
     _check_resources(paths, out, plan)
@@ -737,6 +737,26 @@ def parse_index_list(text: str) -> tuple[str, ...]:
     if text == "all":
         return INDEX_CHOICES
     return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _follow_out(out: Path) -> Path:
+    """The folder the build replaces: a symlinked ``--out`` is followed, so that the swap happens at its target
+    and the link goes on naming the new index (replacing the link itself would leave the target stale). Its
+    parent must be a folder the build can write in."""
+    if out.is_symlink():
+        try:
+            out = out.resolve(strict=False)
+        except (OSError, RuntimeError) as exc:  # a link loop
+            raise ConfigError(f"{out}: --out is a symbolic link that cannot be followed ({exc})") from exc
+    parent = out.parent
+    for above in (parent, *parent.parents):
+        if above.exists():
+            if not above.is_dir():
+                raise ConfigError(f"{out}: --out lies under {above}, which is a file, not a folder")
+            if not os.access(above, os.W_OK | os.X_OK):
+                raise ConfigError(f"{out}: cannot write in {above} (permission denied): choose another --out")
+            break
+    return out
 
 
 def _check_out(out: Path, inputs: Sequence[Path]) -> None:

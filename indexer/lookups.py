@@ -122,6 +122,7 @@ def write(con: Any, folder: Path, build_id: str | None, *, graph: bool = True) -
     Streams the rows: in memory are only the title keys' hashes and fixed-size columns (17 bytes a key) and the
     lead passages' ids (16 bytes a page)."""
     folder.mkdir(parents=True, exist_ok=True)
+    warn_duplicate_titles(con)
     counts = {}
     for space in SPACES:
         counts[space] = _write_space(con, folder, space)
@@ -134,6 +135,25 @@ def write(con: Any, folder: Path, build_id: str | None, *, graph: bool = True) -
         sort_keys=True,
     )
     return counts
+
+
+def warn_duplicate_titles(con: Any, examples: int = 3) -> int:
+    """Log a warning when pages share a title: a title lookup finds one of them, the lowest page id (``_EXACT_SQL``
+    orders by it), and the others only by their ids. Returns how many titles are shared."""
+    rows = con.execute(
+        "SELECT title, list(page_id ORDER BY page_id), count(*) OVER () FROM pages GROUP BY title "
+        f"HAVING count(*) > 1 ORDER BY title LIMIT {int(examples)}"
+    ).fetchall()
+    if not rows:
+        return 0
+    shown = "; ".join(f"{t!r}: page {ids[0]} wins over {', '.join(map(str, ids[1:4]))}" for t, ids, _ in rows)
+    logger.warning(
+        "%d titles are held by more than one page; a title lookup finds the page with the lowest id, the others "
+        "only by id (e.g. %s)",
+        rows[0][2],
+        shown,
+    )
+    return int(rows[0][2])
 
 
 def _write_space(con: Any, folder: Path, space: str) -> int:
@@ -285,7 +305,7 @@ class Lookups:
             return None
         try:
             table = cls(folder)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError) as exc:  # EOFError: numpy's word for a cut .npy file
             logger.warning("%s: cannot be read (%s); titles are resolved in the store", folder, exc)
             return None
         keys = params["keys"]

@@ -11,7 +11,11 @@ from wikiground.layout import MANIFEST_FILE, atomic_write_json
 
 
 def write_manifest(index_dir: str | Path, manifest: dict[str, Any]) -> Path:
+    """The manifest, with every file of the folder listed by size and sha256 (:mod:`indexer.verify`)."""
+    from indexer.verify import FILES_KEY, file_records
+
     path = Path(index_dir) / MANIFEST_FILE
+    manifest[FILES_KEY] = file_records(Path(index_dir), manifest.get(FILES_KEY))
     atomic_write_json(path, manifest)
     return path
 

@@ -734,6 +734,8 @@ def expand_inputs(inputs: Sequence[str | Path] | str | Path) -> list[Path]:
             paths.extend(sorted(found, key=_natural_key))
         elif not path.exists():
             raise InputError("no such file", path=str(path))
+        elif not path.is_file():  # a FIFO with no writer would hold the build for ever; a device never ends
+            raise InputError("not a regular file (a FIFO, device or socket): give the dump as a file", path=str(path))
         else:
             paths.append(path)
     if not paths:
@@ -1135,11 +1137,19 @@ class InputReader:
             where=f"line {line_no}",
         )
 
-    def _new_id(self, given: Any = None) -> int:
-        if isinstance(given, str) and given.isascii() and given.isdigit() and len(given) < 19:
+    def _new_id(self, given: Any = None, where: str | None = None) -> int:
+        if isinstance(given, str) and given.isascii() and given.isdigit():
             given = int(given)
-        if isinstance(given, int) and not isinstance(given, bool) and 0 < given < 1 << 63:
-            return given
+        if isinstance(given, int) and not isinstance(given, bool):
+            if 0 < given < 1 << 63:
+                return given
+            # A number out of range is a given id all the same: a fresh id in its place would collide with a
+            # later page's own id, and the build would fail there, far from the cause.
+            raise InputError(
+                f"page id {str(given)[:40]} is out of range (a page id is a whole number from 1 to 2^63-1)",
+                path=str(self.path),
+                where=where,
+            )
         page_id = self.next_page_id
         self.next_page_id += 1
         return page_id
@@ -1165,7 +1175,7 @@ class InputReader:
                     page = RawPage(page.page_id, title, 0, "text", sections=(("", record["text"]),))
             elif shape == "kilt":
                 page = RawPage(
-                    self._new_id(record.get("wikipedia_id")),
+                    self._new_id(record.get("wikipedia_id"), where),
                     record["wikipedia_title"],
                     0,
                     "text",
@@ -1173,7 +1183,7 @@ class InputReader:
                 )
             else:
                 page = RawPage(
-                    self._new_id(record.get("id")), record["title"], 0, "text", sections=(("", record["text"]),)
+                    self._new_id(record.get("id"), where), record["title"], 0, "text", sections=(("", record["text"]),)
                 )
         except (KeyError, TypeError, AttributeError) as exc:
             raise InputError(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from indexer.schema import SCHEMA_VERSION
+from indexer.trust import refuse_links
 from wikiground.errors import IndexChangedError, IndexCorruptError, IndexFormatError, IndexMissingError
 from wikiground.layout import LOOKUPS_DIR, MANIFEST_FILE, STORE_FILE, delta_segments
 from wikiground.records import Page, Passage
@@ -258,6 +259,8 @@ def _open_consistent(db: Path, index_dir: Path) -> tuple[Any, str]:
     for _ in range(3):
         manifest = _manifest_of(index_dir)
         _check_schema(index_dir, manifest)
+        if manifest:  # an index folder (not a bare store file in any folder): the build's files only, no links
+            refuse_links(index_dir)
         expected = manifest.get("build_id")
         con = _connect(db, expected_bytes=manifest.get("store_bytes"))
         build_id = _build_id(con, db)
@@ -268,9 +271,16 @@ def _open_consistent(db: Path, index_dir: Path) -> tuple[Any, str]:
 
 
 def _check_schema(index_dir: Path, manifest: dict[str, Any]) -> None:
+    if not manifest:
+        return
     found = manifest.get("schema_version")
-    if isinstance(found, int) and found < SCHEMA_VERSION:
+    if isinstance(found, int) and not isinstance(found, bool) and found < SCHEMA_VERSION:
         raise IndexFormatError(index_dir, found, SCHEMA_VERSION)
+    if found != SCHEMA_VERSION or isinstance(found, bool):
+        raise IndexCorruptError(
+            f"{index_dir / MANIFEST_FILE}: schema_version {str(found)[:40]!r}, but this version of wikiground reads "
+            f"{SCHEMA_VERSION} only (a newer wikiground's index, or an edited manifest): rebuild it"
+        )
 
 
 # The delta's tables, copied from its segments into one in-memory database (pages ingested live are few).

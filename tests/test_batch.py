@@ -66,7 +66,7 @@ def test_failing_claims_get_error_lines_and_the_batch_goes_on(gensim_store, tmp_
     lines = _lines(out)  # valid UTF-8 JSON, every line
     assert [x.get("id", "absent") for x in lines] == [1, 2, None, 4]  # null kept; the line number when absent
     assert [x["status"] for x in lines] == ["ok", "error", "ok", "ok"]
-    assert "not in the cache" in lines[1]["error"] and lines[1]["evidence"] == []
+    assert "not in the replay cache" in lines[1]["error"] and lines[1]["evidence"] == []
     assert lines[2]["query"] == "Aristotle was a \ufffd philosopher."
     assert lines[2]["evidence"][0]["title"] == "Aristotle"
     assert lines[3]["evidence"][0]["title"] == "Aldous Huxley"

@@ -31,6 +31,8 @@ __all__ = [
     "JvmError",
     "ModelError",
     "PlannerError",
+    "ServerBusyError",
+    "ServerAnswerError",
 ]
 
 
@@ -158,3 +160,23 @@ class ModelError(ConfigError):
 
 class PlannerError(WikigroundError):
     """The multi-hop planner's LM could not answer (unreachable, refused, or an answer in no readable shape)."""
+
+
+class ServerBusyError(WikigroundError):
+    """The server's queue for live and multi-hop work is full: ask again after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, *, retry_after: int = 1):
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class ServerAnswerError(WikigroundError):
+    """A wikiground server (a client's ``url``) could not be reached, or what answered is not a wikiground server
+    (a wrong address or base path), or it answered with an error."""
+
+    def __init__(self, message: str, *, url: str, status: int | None = None):
+        self.url = url
+        self.status = status
+        self.kind: str | None = None  # the server's error type, when it answered with one
+        self.route_missing = False  # a 404 for the route itself (a wrong base path), not for a page
+        super().__init__(f"{url}: {message}")

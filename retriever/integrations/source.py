@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wikiground.errors import ConfigError, QueryError
+from wikiground.errors import ConfigError, ServerAnswerError
 
 
 class EvidenceSource:
@@ -23,15 +23,12 @@ class EvidenceSource:
             from retriever.service import SearchOptions, answer
 
             return answer(self.retriever, query, SearchOptions(k=k))
-        import httpx
-
-        try:
-            response = httpx.post(f"{self.url}/search", json={"claim": query, "k": k}, timeout=self.timeout)
-        except httpx.HTTPError as exc:
-            raise QueryError(f"{self.url}: the server cannot be reached: {exc}") from exc
-        body = response.json()
-        if response.status_code != 200:
-            raise QueryError(f"{self.url}/search: {body.get('error', {}).get('message', response.text)}")
+        body = self._ask("POST", "/search", json={"claim": query, "k": k})
+        if not isinstance(body, dict) or not isinstance(body.get("evidence"), list):
+            raise ServerAnswerError(
+                "answered /search without an 'evidence' list: not a wikiground server (python -m retriever.serve)?",
+                url=self.url or "",
+            )
         return body
 
     def page(self, title: str) -> dict[str, Any] | None:
@@ -41,10 +38,52 @@ class EvidenceSource:
             return page_view(self.retriever.store, title)
         from urllib.parse import quote
 
+        try:
+            body = self._ask("GET", f"/pages/{quote(title, safe='')}")
+        except ServerAnswerError as exc:
+            if exc.status == 404 and exc.kind == "NotFound" and not exc.route_missing:
+                return None  # the server's own "no such page", not a missing route
+            raise
+        if not isinstance(body, dict) or "title" not in body:
+            raise ServerAnswerError("answered /pages without a page: not a wikiground server?", url=self.url or "")
+        return body
+
+    def _ask(self, method: str, path: str, **kw: Any) -> Any:
+        """The JSON of the server's 200 answer; ServerAnswerError naming the URL and what answered otherwise."""
         import httpx
 
-        response = httpx.get(f"{self.url}/pages/{quote(title, safe='')}", timeout=self.timeout)
-        if response.status_code == 404:
-            return None
-        response.raise_for_status()
-        return response.json()
+        where = f"{self.url}{path.split('?')[0][:80]}"
+        try:
+            response = httpx.request(method, f"{self.url}{path}", timeout=self.timeout, **kw)
+        except httpx.HTTPError as exc:
+            raise ServerAnswerError(
+                f"the server cannot be reached ({type(exc).__name__}: {exc}); is `python -m retriever.serve` running "
+                "there?",
+                url=where,
+            ) from exc
+        try:
+            body = response.json()
+        except ValueError:
+            kind = response.headers.get("content-type", "no content type")
+            raise ServerAnswerError(
+                f"HTTP {response.status_code} with a body that is not JSON ({kind}): not a wikiground server, or a "
+                "wrong base path?",
+                url=where,
+                status=response.status_code,
+            ) from None
+        if response.status_code != 200:
+            error = body.get("error") if isinstance(body, dict) else None
+            if not isinstance(error, dict):
+                raise ServerAnswerError(
+                    f"HTTP {response.status_code} without a wikiground error: not a wikiground server, or a wrong "
+                    "base path?",
+                    url=where,
+                    status=response.status_code,
+                )
+            exc = ServerAnswerError(
+                f"HTTP {response.status_code}: {error.get('message')}", url=where, status=response.status_code
+            )
+            exc.kind = str(error.get("type"))
+            exc.route_missing = str(error.get("message", "")).startswith("no route")
+            raise exc
+        return body

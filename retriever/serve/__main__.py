@@ -35,9 +35,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=lim.timeout, help=f"seconds per request (default {lim.timeout:g})")
     p.add_argument("--max-claim-chars", type=int, default=lim.max_claim_chars, help="longest claim accepted")
     p.add_argument("--max-batch", type=int, default=lim.max_batch, help="most claims in one /search/batch")
+    _bound_options(p)
     add_search_options(p, title="request defaults (the query command's options)")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     return p
+
+
+def _bound_options(p: argparse.ArgumentParser) -> None:
+    from retriever.serve.limits import HttpLimits
+    from retriever.serve.pools import DEFAULT_QUEUE, DEFAULT_THREADS
+
+    http = HttpLimits()
+    g = p.add_argument_group("bounds and access (what the server refuses before it works)")
+    g.add_argument("--live-threads", type=int, default=DEFAULT_THREADS, help="live or multi-hop searches at once")
+    g.add_argument(
+        "--live-queue", type=int, default=DEFAULT_QUEUE, help="live or multi-hop searches waiting; more: 503"
+    )
+    g.add_argument("--max-header-bytes", type=int, default=http.max_header_bytes, help="request head bound (431)")
+    g.add_argument("--max-body-bytes", type=int, default=http.max_body_bytes, help="request body bound (413)")
+    g.add_argument(
+        "--read-timeout", type=float, default=http.read_timeout, help="seconds to send a request's head or body"
+    )
+    g.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name to answer besides 127.0.0.1, localhost and --host (repeatable)",
+    )
+    g.add_argument("--cors", metavar="ORIGIN", help="allow cross-origin requests from this origin only")
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -46,6 +72,12 @@ def _check(args: argparse.Namespace) -> None:
     check_search_options(args)
     if args.threads < 1 or args.timeout <= 0 or args.max_claim_chars < 1 or args.max_batch < 1:
         raise QueryError("--threads, --timeout, --max-claim-chars and --max-batch must be positive")
+    if min(args.live_threads, args.max_header_bytes, args.max_body_bytes) < 1 or args.read_timeout <= 0:
+        raise QueryError("--live-threads, --max-header-bytes, --max-body-bytes and --read-timeout must be positive")
+    if args.live_queue < 0:
+        raise QueryError("--live-queue must be 0 or more")
+    if args.cors is not None and not args.cors.startswith(("http://", "https://")):
+        raise QueryError(f"--cors takes an origin such as http://localhost:3000, got {args.cors!r}")
     if not 0 <= args.port <= 65535:
         raise QueryError(f"--port must be 0..65535, got {args.port}")
 
@@ -76,9 +108,21 @@ def serve(args: argparse.Namespace, t0: float) -> int:
             f"the HTTP server needs the serve extra ({exc.name} is missing): pip install 'wikiground[serve]'"
         ) from exc
 
+    from retriever.serve.limits import Access, HttpLimits, protocol_class
+
     state = make_state(args)
     state.start()
-    app = create_app(state, threads=args.threads, reload_on_sighup=True)
+    http = HttpLimits(args.max_header_bytes, args.max_body_bytes, read_timeout=args.read_timeout)
+    access = Access(hosts=(args.host, *args.allow_host), cors=args.cors)
+    app = create_app(
+        state,
+        threads=args.threads,
+        reload_on_sighup=True,
+        http=http,
+        access=access,
+        live_threads=args.live_threads,
+        live_queue=args.live_queue,
+    )
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
@@ -101,6 +145,7 @@ def serve(args: argparse.Namespace, t0: float) -> int:
         log_level="info" if args.verbose else "warning",
         timeout_graceful_shutdown=args.timeout,
         access_log=args.verbose,
+        http=protocol_class(http),
     )
     Server(config).run()
     return 0

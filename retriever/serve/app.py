@@ -23,6 +23,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 try:
     import orjson
@@ -31,8 +32,11 @@ except ImportError:  # the serve extra pins it; without it the standard library 
 
 from retriever import pages as page_lookup
 from retriever.serve.coalesce import Coalescer
+from retriever.serve.limits import Access, AccessCheck, BodyLimit, HttpLimits, batch_body_bytes
+from retriever.serve.pools import DEFAULT_QUEUE, DEFAULT_THREADS, SlowPool
 from retriever.serve.state import ServerState
-from retriever.service import SearchOptions, answer, block_answerer, error_line
+from retriever.serve.views import public_stats
+from retriever.service import SearchOptions, answer, block_answerer, error_line, json_line
 from wikiground.errors import (
     ConfigError,
     FallbackError,
@@ -41,12 +45,20 @@ from wikiground.errors import (
     InputError,
     PlannerError,
     QueryError,
+    ServerBusyError,
     WikigroundError,
 )
 
 log = logging.getLogger(__name__)
 
 LOCAL_HOSTS = ("127.0.0.1", "::1", "localhost")
+HTTP_ERROR_KINDS = {
+    400: "InvalidRequest",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    408: "RequestTimeout",
+    413: "BodyTooLarge",
+}
 
 
 class LineResponse(JSONResponse):
@@ -89,7 +101,7 @@ class ColbertRequest(BaseModel):
 
 
 def status_of(exc: WikigroundError) -> int:
-    if isinstance(exc, IndexChangedError):
+    if isinstance(exc, IndexChangedError | ServerBusyError):
         return 503
     if isinstance(exc, FallbackError | PlannerError) and not isinstance(exc, ConfigError):
         return 502
@@ -108,9 +120,21 @@ def _install_handlers(app: FastAPI) -> None:
         status = status_of(exc)
         if isinstance(exc, IndexChangedError):
             request.app.state.server.reload_soon()  # the folder was rebuilt: the next requests get the new build
-        if status >= 500:
+        if status >= 500 and not isinstance(exc, ServerBusyError):
             log.error("%s %s: %s", request.method, request.url.path, exc)
-        return JSONResponse(error_body(type(exc).__name__, str(exc)), status_code=status)
+        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, ServerBusyError) else None
+        return JSONResponse(error_body(type(exc).__name__, str(exc)), status_code=status, headers=headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kinds = HTTP_ERROR_KINDS
+        message = exc.detail if isinstance(exc.detail, str) else "invalid request"
+        if exc.status_code == 404:
+            message = f"no route {request.url.path[:200]!r} (see /docs)"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path[:200]!r}"
+        kind = kinds.get(exc.status_code, "HttpError")
+        return JSONResponse(error_body(kind, message), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestTimeout)
     async def timeout_error(request: Request, exc: RequestTimeout) -> JSONResponse:
@@ -129,16 +153,19 @@ def _install_handlers(app: FastAPI) -> None:
 
 
 class Runner:
-    """Runs work on the server's thread pool against one index generation, under the per-request timeout."""
+    """Runs work against one index generation, under the per-request timeout: local searches on the server's
+    thread pool, live-fallback and multi-hop ones on a pool and queue of their own (retriever/serve/pools.py)."""
 
-    def __init__(self, state: ServerState, threads: int):
+    def __init__(self, state: ServerState, threads: int, slow: SlowPool | None = None):
         self.state = state
         self.executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="request")
         self.window = max(1, threads // 2)  # claims of one batch searched at once
         self.coalescer = Coalescer(self.executor)
+        self.slow = slow or SlowPool()
 
-    def submit(self, gen: Any, fn: Callable[[Any], Any]) -> Any:
-        """``fn(retriever)`` on the pool; the generation's reference (taken by the caller) is left when it ends."""
+    def submit(self, gen: Any, fn: Callable[[Any], Any], *, slow: bool = False, force: bool = False) -> Any:
+        """``fn(retriever)`` on the pool (``slow``: the live and multi-hop pool; ``force``: past its full queue);
+        the generation's reference (taken by the caller) is left when it ends."""
 
         def job() -> Any:
             try:
@@ -147,7 +174,7 @@ class Runner:
                 gen.leave()
 
         try:
-            return self.executor.submit(job)
+            return self.slow.submit(lambda: job(), force=force) if slow else self.executor.submit(job)
         except BaseException:
             gen.leave()
             raise
@@ -179,8 +206,9 @@ class Runner:
         except BaseException:
             gen.leave()
             raise
-        if blocks is None:
-            return await self.wait(gen, self.submit(gen, lambda r: answer(r, claim, opts, planner=self.state.planner)))
+        if blocks is None:  # live or multi-hop: the slow pool
+            work = self.submit(gen, lambda r: answer(r, claim, opts, planner=self.state.planner), slow=True)
+            return await self.wait(gen, work)
         key = (gen.number, opts)  # claims asked with the same options are answered together
         try:
             fut = self.coalescer.submit(key, blocks, claim)
@@ -194,9 +222,20 @@ class Runner:
             fut.cancel()  # only one that has not started: its block drops it
 
 
-def create_app(state: ServerState, *, threads: int = 8, reload_on_sighup: bool = False) -> FastAPI:
-    """The application over a started :class:`ServerState` (closed when the application shuts down)."""
-    runner = Runner(state, threads)
+def create_app(
+    state: ServerState,
+    *,
+    threads: int = 8,
+    reload_on_sighup: bool = False,
+    http: HttpLimits = HttpLimits(),  # noqa: B008 - frozen: one shared default is safe
+    access: Access = Access(),  # noqa: B008
+    live_threads: int = DEFAULT_THREADS,
+    live_queue: int = DEFAULT_QUEUE,
+) -> FastAPI:
+    """The application over a started :class:`ServerState` (closed when the application shuts down): local searches
+    on ``threads`` threads, live and multi-hop ones on ``live_threads`` with ``live_queue`` more waiting; request
+    bodies bounded by ``http`` and requests checked by ``access`` (retriever/serve/limits.py)."""
+    runner = Runner(state, threads, SlowPool(live_threads, live_queue))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -209,6 +248,7 @@ def create_app(state: ServerState, *, threads: int = 8, reload_on_sighup: bool =
                 import signal
 
                 loop.remove_signal_handler(signal.SIGHUP)
+            runner.slow.shutdown(wait=True)
             runner.executor.shutdown(wait=True)
             state.close()
 
@@ -229,6 +269,10 @@ def create_app(state: ServerState, *, threads: int = 8, reload_on_sighup: bool =
 
     install(app, state, runner)
     install_explorer(app, state, runner)
+    lim = state.limits
+    batch = batch_body_bytes(http, lim.max_batch, lim.max_claim_chars)
+    app.add_middleware(BodyLimit, max_bytes=http.max_body_bytes, batch_bytes=batch, read_timeout=http.read_timeout)
+    app.add_middleware(AccessCheck, access=access)  # the outer layer: a request for another host is not read on
     return app
 
 
@@ -277,9 +321,17 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
             text = item.claim if item.claim is not None else item.question
             if text is None:
                 raise QueryError(f"batch item {n}: no 'claim' or 'question' string")
+            if isinstance(item.id, float) and not math.isfinite(item.id):
+                raise QueryError(f"batch item {n}: the id {item.id!r} is not a finite number (JSON has none)")
             claims.append(
                 (item.id if "id" in item.model_fields_set else n + 1, state.check_claim(text, what=f"item {n}"))
             )
+        gen = state.acquire()
+        try:
+            if block_answerer(gen.retriever, opts) is None:
+                runner.slow.check()  # a batch of live or multi-hop claims is refused while the slow queue is full
+        finally:
+            gen.leave()
         state.count("claims", len(claims))
         return StreamingResponse(_batch_lines(state, runner, claims, opts), media_type="application/x-ndjson")
 
@@ -293,6 +345,8 @@ async def _batch_lines(
     gen = state.acquire()
     todo = iter(claims)
     pending: dict[asyncio.Future, tuple[Any, Any, str]] = {}
+    slow = block_answerer(gen.retriever, opts) is None  # live or multi-hop: the slow pool, a window of its threads
+    window = min(runner.window, runner.slow.threads) if slow else runner.window
 
     def one(r: Any, id_: Any, text: str) -> dict[str, Any]:
         try:
@@ -303,19 +357,19 @@ async def _batch_lines(
     def submit_next() -> None:
         for id_, text in todo:
             gen.enter()
-            fut = runner.submit(gen, lambda r, id_=id_, text=text: one(r, id_, text))
+            fut = runner.submit(gen, lambda r, id_=id_, text=text: one(r, id_, text), slow=slow, force=True)
             pending[asyncio.wrap_future(fut)] = (fut, id_, text)
             return
 
     try:
-        for _ in range(runner.window):
+        for _ in range(window):
             submit_next()
         while pending:
             done, _ = await asyncio.wait(pending, timeout=state.limits.timeout, return_when=asyncio.FIRST_COMPLETED)
             if not done:
                 left = [(id_, text) for _, id_, text in pending.values()] + list(todo)
                 for id_, text in left:
-                    yield json.dumps(error_line(id_, text, "timed out"), ensure_ascii=False) + "\n"
+                    yield json_line(error_line(id_, text, "timed out"))
                 break
             for fut in done:
                 _, id_, text = pending.pop(fut)
@@ -324,7 +378,7 @@ async def _batch_lines(
                     line = error_line(id_, text, "internal error")
                 else:
                     line = fut.result()
-                yield json.dumps(line, ensure_ascii=False) + "\n"
+                yield json_line(line)
                 submit_next()
     finally:
         for fut, _, _ in pending.values():
@@ -337,6 +391,7 @@ def _info_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
     @app.get("/pages/{title:path}", summary="A page after redirects: sections, categories, see also, infobox, links")
     async def page(title: str) -> Any:
         state.count("pages")
+        title = state.check_claim(title, what="title")
         view = await runner.run(lambda r: page_lookup.page_view(r.store, title))
         if view is None:
             return JSONResponse(error_body("NotFound", f"no page or redirect titled {title!r}"), status_code=404)
@@ -351,7 +406,8 @@ def _info_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
 
     @app.get("/stats", summary="Manifest, counts, channels, versions, uptime and requests served")
     async def stats() -> dict[str, Any]:
-        return await runner.run(lambda r: {**_stats(state, r), "coalesced": runner.coalescer.stats()})
+        stats = await runner.run(lambda r: {**_stats(state, r), "coalesced": runner.coalescer.stats()})
+        return public_stats({**stats, "slow_pool": runner.slow.stats()})
 
     @app.post("/reload", summary="Open the index folder again and swap it in (from 127.0.0.1 only)")
     async def reload(request: Request) -> Any:
@@ -375,7 +431,7 @@ def _stats(state: ServerState, retriever: Any) -> dict[str, Any]:
         try:
             manifest = json.loads((retriever.index_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            manifest = {"error": f"cannot read the manifest: {exc}"}
+            manifest = {"error": f"cannot read the manifest ({type(exc).__name__})"}  # its message holds the path
     versions = {"wikiground": __version__, "python": platform.python_version()}
     for pkg in ("duckdb", "fastapi", "uvicorn", "pyserini", "faiss-cpu", "scikit-learn"):
         try:

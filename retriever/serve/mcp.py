@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
 
         with OpenOptions(index=args.index, channels=args.indexes).open() as retriever:
             warm_up(retriever)
-            build_server(retriever).run("stdio")
+            from retriever.serve.mcp_stdio import run_stdio
+
+            run_stdio(build_server(retriever))  # answers every request, a line it cannot read included
     except WikigroundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -22,6 +22,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from retriever import pages as page_lookup
+from retriever.serve import mediawiki_checks
 from retriever.serve.mediawiki_common import (
     MAX_LIMIT,
     MAX_TITLES,  # noqa: F401 -- re-exported, it was defined here
@@ -120,6 +121,9 @@ def _answer(store: Any, retriever: Any, p: Mapping[str, str]) -> dict[str, Any]:
         return parse(store, p)
     if action != "query":
         return error("badvalue", f'Unrecognized value for parameter "action": {action}.')
+    refused = mediawiki_checks.check(p, error)
+    if refused is not None:
+        return refused
     gen = p.get("generator")
     if gen is not None and gen not in GENERATORS:
         return error("badvalue", f'Unrecognized value for parameter "generator": {gen}.')
@@ -178,8 +182,9 @@ def _page_set(store: Any, retriever: Any, p: Mapping[str, str], reply: Reply) ->
 
 
 def _by_ids(store: Any, raw: list[str], reply: Reply) -> list[Entry]:
-    ids = [int(v) for v in raw if v.lstrip("-").isdigit()]
-    bad = [v for v in raw if not v.lstrip("-").isdigit()]
+    ok = [v for v in raw if mediawiki_checks.is_integer(v.removeprefix("-")) and len(v) < 19]  # DuckDB's BIGINT
+    ids = [int(v) for v in ok]
+    bad = [v for v in raw if v not in ok]
     if bad:
         reply.warn("main", f'Invalid value for parameter "pageids": {"|".join(bad)}.')
     found = store.pages(i for i in ids if i > 0)

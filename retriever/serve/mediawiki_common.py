@@ -57,7 +57,7 @@ def _limit(p: Mapping[str, str], name: str, default: int, reply: Reply, module: 
         return default
     if raw == "max":
         return cap
-    if not raw.isdigit() or int(raw) < 1:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
         reply.warn(module, f'Invalid value "{raw}" for integer parameter "{name}"; using {default}.')
         return default
     if int(raw) > cap:
@@ -67,7 +67,7 @@ def _limit(p: Mapping[str, str], name: str, default: int, reply: Reply, module: 
 
 
 def _int(raw: str | None, default: int = 0) -> int:
-    return int(raw) if raw and raw.isdigit() else default
+    return int(raw) if raw and raw.isascii() and raw.isdigit() else default  # int() reads "²": the API does not
 
 
 def _values(p: Mapping[str, str], name: str) -> list[str]:

@@ -222,11 +222,11 @@ def _parse_target(store: Any, p: Mapping[str, str]) -> Page | None:
         oldid = p["oldid"]
         found = (
             page_lookup.rows(store, "SELECT page_id FROM pages WHERE rev_id = ? LIMIT 1", [int(oldid)])
-            if (oldid.isdigit() and len(oldid) < 19)
+            if (oldid.isascii() and oldid.isdigit() and len(oldid) < 19)
             else []
         )
         return store.page(int(found[0][0])) if found else None
-    if p.get("pageid", "").isdigit():
+    if p.get("pageid", "").isascii() and p.get("pageid", "").isdigit() and len(p["pageid"]) < 19:
         return store.page(int(p["pageid"]))
     title = canonical_title(p.get("page") or "")
     if not title:
