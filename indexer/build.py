@@ -826,11 +826,12 @@ def _jsonable(value: Any) -> Any:
 
 # -- resource check before a build --------------------------------------------------------------------------------
 
-# Bytes on disk per passage of each part of the index, and peak RSS of the build under the default budget: a line
-# through benchmarks/bench_scale.py's builds of enwiki-shaped dumps at two sizes (benchmarks/RESULTS.md, "Scale").
+# Bytes on disk per passage of each part of the index, and peak RSS of the build under the default budget: from
+# benchmarks/bench_scale.py's builds of enwiki-shaped dumps (benchmarks/RESULTS.md, "Scale").
 # The store includes its triples and its lookups/; kg adds the graph arrays to lookups/.
-DISK_PER_PASSAGE = {"store": 1000, "bm25": 125, "tfidf": 1215, "dense": 1600, "kg": 170}
-TEMP_DISK_SHARE = 0.7  # TF-IDF's spill files beside its postings and the finished parts, over the final size
+DISK_PER_PASSAGE = {"store": 800, "bm25": 130, "tfidf": 730, "dense": 1600, "kg": 150}
+# TF-IDF's spill files while its postings are written: the build's peak temporary disk beyond the final size.
+TFIDF_SPILL_PER_PASSAGE = 530
 RAM_BASE_MB = 1850  # the build process, the JVM and DuckDB before the corpus fills their shares
 RAM_PER_WORKER_MB = 250
 RAM_PER_PASSAGE = 220  # bytes of peak RSS per passage until the stages reach their shares of the budget
@@ -866,7 +867,7 @@ def estimate_resources(
     return {
         "passages": passages,
         "disk_bytes": final,
-        "peak_disk_bytes": final * (1 + TEMP_DISK_SHARE),
+        "peak_disk_bytes": final + (TFIDF_SPILL_PER_PASSAGE * passages if "tfidf" in parts else 0),
         "ram_bytes": ram,
     }
 

@@ -61,4 +61,7 @@ def test_estimate_tracks_real_passage_count(gensim_dump, gensim_store, monkeypat
     monkeypatch.setattr(build_mod, "SAMPLE_BYTES", 256 << 10)  # a much smaller sample still lands near
     est = estimate_resources([gensim_dump], ("bm25",), workers=2, passage_words=100)
     assert actual / 3 < est["passages"] < actual * 3
-    assert est["peak_disk_bytes"] > est["disk_bytes"] > 0 and est["ram_bytes"] > 0
+    assert est["peak_disk_bytes"] == est["disk_bytes"] > 0 and est["ram_bytes"] > 0  # no spill without TF-IDF
+    with_tfidf = estimate_resources([gensim_dump], ("bm25", "tfidf"), workers=2, passage_words=100)
+    spill = with_tfidf["peak_disk_bytes"] - with_tfidf["disk_bytes"]
+    assert spill == pytest.approx(build_mod.TFIDF_SPILL_PER_PASSAGE * with_tfidf["passages"])
