@@ -22,6 +22,7 @@ commands:
   query   evidence for claims from an index folder      (python -m retriever.query)
   serve   serve an index folder over HTTP               (python -m retriever.serve)
   mcp     serve an index folder to LLM agents over MCP  (python -m retriever.mcp)
+  eval    score a run against a gold file               (python -m retriever.evaluate)
 
 `wikiground COMMAND --help` lists a command's options.
 """
@@ -57,12 +58,19 @@ def _mcp(argv: Sequence[str]) -> int:
     return main(list(argv))
 
 
+def _eval(argv: Sequence[str]) -> int:
+    from retriever.evaluate import main
+
+    return main(list(argv))
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "index": _index,
     "embed": _embed,
     "query": _query,
     "serve": _serve,
     "mcp": _mcp,
+    "eval": _eval,
 }
 
 

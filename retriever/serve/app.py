@@ -29,6 +29,7 @@ try:
 except ImportError:  # the serve extra pins it; without it the standard library renders the answers
     orjson = None
 
+from retriever import formats
 from retriever import pages as page_lookup
 from retriever.serve.coalesce import Coalescer
 from retriever.serve.state import ServerState
@@ -264,8 +265,12 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         indexes: str | None = Query(None),
         multihop: bool | None = Query(None),
         on_the_fly: bool | None = Query(None),
+        format: str = Query("jsonl", description="jsonl, trec, kilt, fever or hotpot (retriever/formats.py)"),
+        run_tag: str = Query(formats.DEFAULT_RUN_TAG),
+        docid: str = Query("title", description="trec: title, page_id or passage_id"),
     ) -> StreamingResponse:
         state.count("search/batch")
+        render = formats.renderer(format, run_tag=run_tag, docid=docid)
         if len(items) > state.limits.max_batch:
             raise QueryError(f"the batch has {len(items)} claims; the limit is {state.limits.max_batch}")
         opts = state.defaults.merged(k=k, indexes=indexes, multihop=multihop, on_the_fly=on_the_fly)
@@ -279,11 +284,16 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
                 (item.id if "id" in item.model_fields_set else n + 1, state.check_claim(text, what=f"item {n}"))
             )
         state.count("claims", len(claims))
-        return StreamingResponse(_batch_lines(state, runner, claims, opts), media_type="application/x-ndjson")
+        media = "text/plain" if format == "trec" else "application/x-ndjson"
+        return StreamingResponse(_batch_lines(state, runner, claims, opts, render), media_type=media)
 
 
 async def _batch_lines(
-    state: ServerState, runner: Runner, claims: list[tuple[Any, str]], opts: SearchOptions
+    state: ServerState,
+    runner: Runner,
+    claims: list[tuple[Any, str]],
+    opts: SearchOptions,
+    render: Callable[[dict[str, Any]], str],
 ) -> AsyncIterator[str]:
     """One line per claim as each finishes. Every claim runs on the generation taken here, at most ``runner.window``
     at a time (a long batch leaves threads to other clients); a claim that fails is an error line. When no line has
@@ -313,7 +323,7 @@ async def _batch_lines(
             if not done:
                 left = [(id_, text) for _, id_, text in pending.values()] + list(todo)
                 for id_, text in left:
-                    yield json.dumps(error_line(id_, text, "timed out"), ensure_ascii=False) + "\n"
+                    yield render(error_line(id_, text, "timed out"))
                 break
             for fut in done:
                 _, id_, text = pending.pop(fut)
@@ -322,7 +332,7 @@ async def _batch_lines(
                     line = error_line(id_, text, "internal error")
                 else:
                     line = fut.result()
-                yield json.dumps(line, ensure_ascii=False) + "\n"
+                yield render(line)
                 submit_next()
     finally:
         for fut, _, _ in pending.values():
