@@ -18,15 +18,16 @@ class EvidenceSource:
         self.url = url.rstrip("/") if url else None
         self.timeout = timeout
 
-    def search(self, query: str, k: int) -> dict[str, Any]:
+    def search(self, query: str, k: int, *, passages: bool = False) -> dict[str, Any]:
+        """One output line; ``passages``: the top k passages rather than the top k pages."""
         if self.retriever is not None:
             from retriever.service import SearchOptions, answer
 
-            return answer(self.retriever, query, SearchOptions(k=k))
+            return answer(self.retriever, query, SearchOptions(k=k, passages=passages))
         import httpx
 
         try:
-            response = httpx.post(f"{self.url}/search", json={"claim": query, "k": k}, timeout=self.timeout)
+            response = httpx.post(f"{self.url}/search", json={"claim": query, "k": k, "passages": passages}, timeout=self.timeout)
         except httpx.HTTPError as exc:
             raise QueryError(f"{self.url}: the server cannot be reached: {exc}") from exc
         body = response.json()

@@ -75,6 +75,7 @@ class SearchRequest(BaseModel):
     indexes: str | list[str] | None = Field(None, description="channels, e.g. 'bm25,title' (default: the server's)")
     multihop: StrictBool | None = Field(None, description="iterative multi-hop retrieval")
     on_the_fly: StrictBool | None = Field(None, description="live fallback (needs a server started --on-the-fly)")
+    passages: StrictBool | None = Field(None, description="the top k passages, not the top k pages")
 
 
 class BatchItem(BaseModel):
@@ -100,7 +101,9 @@ def status_of(exc: WikigroundError) -> int:
 
 
 def error_body(kind: str, message: str, **extra: Any) -> dict[str, Any]:
-    return {"error": {"type": kind, "message": message, **extra}}
+    """``{"error": {"type", "message", ...}, "message"}``: the top-level ``message`` is what DSPy's ColBERTv2 client
+    (and other clients that read ``message``) show."""
+    return {"error": {"type": kind, "message": message, **extra}, "message": message}
 
 
 def _install_handlers(app: FastAPI) -> None:
@@ -225,8 +228,10 @@ def create_app(state: ServerState, *, threads: int = 8, reload_on_sighup: bool =
     _search_routes(app, state, runner)
     _info_routes(app, state, runner)
     _dspy_routes(app, state, runner)
+    from retriever.serve import retrieve
     from retriever.serve.mediawiki import install
 
+    retrieve.install(app, state, runner)
     install(app, state, runner)
     return app
 
@@ -254,7 +259,9 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
     async def search(req: SearchRequest) -> Any:
         state.count("search")
         claim = state.check_claim(req.claim)
-        opts = state.defaults.merged(k=req.k, indexes=req.indexes, multihop=req.multihop, on_the_fly=req.on_the_fly)
+        opts = state.defaults.merged(
+            k=req.k, indexes=req.indexes, multihop=req.multihop, on_the_fly=req.on_the_fly, passages=req.passages
+        )
         opts = replace(opts, k=state.check_k(opts.k))
         return LineResponse(await runner.search(claim, opts))
 
@@ -414,9 +421,10 @@ def _stats(state: ServerState, retriever: Any) -> dict[str, Any]:
 
 
 def colbert_topk(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """A search's evidence as ColBERTv2 server passages: ``text`` is ``"Title | passage"`` (the convention of
-    DSPy's Wikipedia abstracts server), ``prob`` a softmax of the scores over the list."""
-    evidence = result["evidence"]
+    """A passage search's evidence as ColBERTv2 server passages, in the order of their scores: ``text`` is
+    ``"Title | passage"`` (the convention of DSPy's Wikipedia abstracts server), ``prob`` a softmax of the scores
+    over the list."""
+    evidence = sorted(result["evidence"], key=lambda e: -e["score"])
     if not evidence:
         return []
     top = max(e["score"] for e in evidence)
@@ -444,7 +452,7 @@ def _dspy_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         state.count("api/search")
         claim = state.check_claim(query, what="query")
         k = state.check_k(k)
-        opts = replace(state.defaults.merged(k=k), multihop=False)
+        opts = replace(state.defaults.merged(k=k), multihop=False, passages=True)  # k passages, as ColBERT gives
         result = await runner.search(claim, opts)
         return JSONResponse({"query": query, "topk": colbert_topk(result)})
 
