@@ -2,7 +2,8 @@
 
 Returns the top k passages (passage level, in the order of their scores) as ``Document``s whose ``id`` is the
 passage id, whose ``page_content`` is the evidence text and whose ``metadata`` holds the evidence fields (``title``,
-``page_id``, ``passage_id``, ``section``, ``source``, ``score``, ``ranks``, ``url``, ``rev_id``, ``origin``, ...). Needs ``pip install wikiground[langchain]``.
+``page_id``, ``passage_id``, ``section``, ``source``, ``score``, ``ranks``, ``url``, ``rev_id``, ``origin``, ...).
+Needs ``pip install wikiground[langchain]``.
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ class EvidenceSource:
         import httpx
 
         try:
-            response = httpx.post(f"{self.url}/search", json={"claim": query, "k": k, "passages": passages}, timeout=self.timeout)
+            body = {"claim": query, "k": k, "passages": passages}
+            response = httpx.post(f"{self.url}/search", json=body, timeout=self.timeout)
         except httpx.HTTPError as exc:
             raise QueryError(f"{self.url}: the server cannot be reached: {exc}") from exc
         body = response.json()
