@@ -39,7 +39,11 @@ def _ks(text: str) -> tuple[int, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="wikiground eval", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="wikiground eval",
+        description="Score a run against a gold file: any-gold and all-gold recall@k, MRR, nDCG@10, KILT's "
+        "R-Precision and evidence-set recall@k, FEVER's evidence recall within 5 sentences.",
+    )
     p.add_argument("--gold", type=Path, required=True, help="FEVER, HoVer, HotpotQA, KILT or {id, gold_titles} file")
     p.add_argument("--run", type=Path, required=True, help="a run: jsonl, trec, kilt, fever or hotpot")
     p.add_argument("--k", type=_ks, default=None, help="cut-offs, e.g. 1,5,10,20 (the default)")

@@ -239,18 +239,27 @@ def search_pages(retriever: Any, text: str, k: int) -> list[Page]:
     return [page for page, _ in search_hits(retriever, text, k)]
 
 
-def search_hits(retriever: Any, text: str, k: int) -> list[tuple[Page, str]]:
-    """(page, text of its best passage) of the local index's fused search for ``text``, best first."""
+def search_hits(retriever: Any, text: str, k: int, *, start: int = 0) -> list[tuple[Page, str]]:
+    """(page, text of its best passage) of the local index's fused search for ``text``, best first, from the
+    ``start``-th; the pages are looked up for those alone."""
+    return search_ranked(retriever, text, k, start=start)[1]
+
+
+def search_ranked(retriever: Any, text: str, k: int, *, start: int = 0) -> tuple[int, list[tuple[Page, str]]]:
+    """The number of pages the fused search for ``text`` finds (at most ``k``) and the (page, best passage text)
+    of those from the ``start``-th."""
     if not text.strip():
-        return []
+        return 0, []
     fused = retriever.fused_pages(text, k=min(k, MAX_LIMIT + 1))
-    pages = retriever.store.pages(f.page_id for f in fused)
-    passages = retriever.store.passages(f.best.passage_id for f in fused)
-    return [
+    chosen = fused[start:]
+    pages = retriever.store.pages(f.page_id for f in chosen)
+    passages = retriever.store.passages(f.best.passage_id for f in chosen)
+    hits = [
         (pages[f.page_id], passages[f.best.passage_id].text if f.best.passage_id in passages else pages[f.page_id].lead)
-        for f in fused
+        for f in chosen
         if f.page_id in pages
     ]
+    return len(fused), hits
 
 
 # -- the pages' props -----------------------------------------------------------------------------------
@@ -399,16 +408,17 @@ def _list_search(store: Any, retriever: Any, p: Mapping[str, str], reply: Reply)
         return
     limit = _limit(p, "srlimit", 10, reply, "search")
     offset = _int(p.get("sroffset"))
-    # One depth for every srlimit, so that totalhits does not change with it.
-    ranked = search_hits(retriever, text, max(MAX_LIMIT + 1, offset + limit + 1))
+    # One depth for every srlimit, so that totalhits does not change with it; only the pages shown are looked up.
+    total, shown = search_ranked(retriever, text, MAX_LIMIT + 1, start=offset)
+    shown = shown[: limit + 1]
     info = _values(p, "srinfo") if "srinfo" in p else ["totalhits"]
     if "totalhits" in info:
-        reply.query["searchinfo"] = {"totalhits": len(ranked)}
+        reply.query["searchinfo"] = {"totalhits": total}
     if "suggestion" in info:
-        mediawiki_pages.suggest(reply, text, [page for page, _ in ranked])
+        mediawiki_pages.suggest(reply, text, [page for page, _ in shown])
     srprop = _values(p, "srprop") if "srprop" in p else ["size", "wordcount", "timestamp", "snippet"]
     hits = []
-    for page, best in ranked[offset : offset + limit]:
+    for page, best in shown[:limit]:
         hit: dict[str, Any] = {"ns": page.namespace, "title": page.title, "pageid": page.page_id}
         if "size" in srprop or "wordcount" in srprop:
             hit.update(size=len(page.lead), wordcount=len(page.lead.split()))
@@ -418,7 +428,7 @@ def _list_search(store: Any, retriever: Any, p: Mapping[str, str], reply: Reply)
             hit["timestamp"] = page.rev_timestamp
         hits.append(hit)
     reply.query["search"] = hits
-    if len(ranked) > offset + limit:
+    if total > offset + limit:
         reply.cont["sroffset"] = offset + limit
 
 
