@@ -216,3 +216,31 @@ def extract_text(store: Any, page: Page, *, intro: bool, sectionformat: str) -> 
         head = f"{marks} {s['heading']} {marks}" if sectionformat == "wiki" else s["heading"]
         parts.append(f"\n\n{head}\n{s['text']}")
     return "".join(parts).strip()
+
+
+def section_parts(store: Any, page: Page, n: int) -> list[dict[str, Any]]:
+    """Section ``n`` (0: the lead) with its subsections, as MediaWiki counts and cuts them."""
+    secs = page_lookup.sections(store, page.page_id)
+    at = next((i for i, s in enumerate(secs) if s["index"] == n), None)
+    if at is None:
+        return []
+    if n == 0:
+        return [secs[at]]
+    level = secs[at]["level"]
+    end = next((i for i in range(at + 1, len(secs)) if secs[i]["level"] <= level), len(secs))
+    return secs[at:end]
+
+
+def section_source(store: Any, page: Page, n: int) -> str | None:
+    """Section ``n``'s text with ``== Heading ==`` marks (its subsections included); None when the page has no such
+    section."""
+    parts = section_parts(store, page, n)
+    if not parts:
+        return None
+    if n == 0:
+        return page.lead
+    out = []
+    for s in parts:
+        marks = "=" * max(2, s["level"])
+        out.append(f"{marks} {s['heading']} {marks}\n{s['text']}".rstrip())
+    return "\n\n".join(out)

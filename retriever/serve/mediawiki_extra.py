@@ -80,9 +80,7 @@ def _revision(
     if "content" in wanted or "size" in wanted:
         content = page_html(store, page) if parse else page_source(store, page)
         if section is not None and not parse:
-            from retriever.serve.mediawiki_pages import section_source
-
-            content = section_source(store, page, section) or ""
+            content = mw.section_source(store, page, section) or ""
         if "size" in wanted:
             rev["size"] = len(content.encode("utf-8"))
         if "content" in wanted:

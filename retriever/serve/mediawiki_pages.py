@@ -22,7 +22,6 @@ __all__ = [
     "cut_extract",
     "parse_more",
     "redirect_revisions",
-    "section_source",
     "suggest",
 ]
 
@@ -73,36 +72,8 @@ def cut_extract(store: Any, page: Page, p: Mapping[str, str]) -> str | None:
     return None
 
 
-def _section_parts(store: Any, page: Page, n: int) -> list[dict[str, Any]]:
-    """Section ``n`` (0: the lead) with its subsections, as MediaWiki counts and cuts them."""
-    secs = page_lookup.sections(store, page.page_id)
-    at = next((i for i, s in enumerate(secs) if s["index"] == n), None)
-    if at is None:
-        return []
-    if n == 0:
-        return [secs[at]]
-    level = secs[at]["level"]
-    end = next((i for i in range(at + 1, len(secs)) if secs[i]["level"] <= level), len(secs))
-    return secs[at:end]
-
-
-def section_source(store: Any, page: Page, n: int) -> str | None:
-    """Section ``n``'s text with ``== Heading ==`` marks (its subsections included); None when the page has no such
-    section."""
-    parts = _section_parts(store, page, n)
-    if not parts:
-        return None
-    if n == 0:
-        return page.lead
-    out = []
-    for s in parts:
-        marks = "=" * max(2, s["level"])
-        out.append(f"{marks} {s['heading']} {marks}\n{s['text']}".rstrip())
-    return "\n\n".join(out)
-
-
 def _section_html(store: Any, page: Page, n: int) -> str:
-    parts = _section_parts(store, page, n)
+    parts = mw.section_parts(store, page, n)
     out = []
     for s in parts:
         if s["index"] > 0:
@@ -139,17 +110,17 @@ def parse_more(store: Any, p: Mapping[str, str]) -> dict[str, Any] | None:
         return answer
     page = store.page(answer["parse"]["pageid"])
     n = mw._int(p.get("section")) if "section" in p else None
-    if n is not None and (page is None or not _section_parts(store, page, n)):
+    if n is not None and (page is None or not mw.section_parts(store, page, n)):
         return mw.error("nosuchsection", f"There is no section {p['section']} in {answer['parse']['title']}.")
     out = answer["parse"]
     if "wikitext" in wanted:
-        source = extra.page_source(store, page) if n is None else section_source(store, page, n)
+        source = extra.page_source(store, page) if n is None else mw.section_source(store, page, n)
         out["wikitext"] = source if fv2 else {"*": source}
     if n is not None and "text" in out:
         section = _section_html(store, page, n)
         out["text"] = section if fv2 else {"*": section}
     if n is not None and "sections" in out:
-        keep = {str(s["index"]) for s in _section_parts(store, page, n)}
+        keep = {str(s["index"]) for s in mw.section_parts(store, page, n)}
         out["sections"] = [s for s in out["sections"] if s["index"] in keep]
     return answer
 
