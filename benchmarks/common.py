@@ -107,17 +107,20 @@ def unique_in_order(items: Iterable[str]) -> list[str]:
 def page_metrics(
     rankings: Sequence[Sequence[str]], golds: Sequence[Sequence[str]], ks: Sequence[int] = KS
 ) -> dict[str, float]:
-    """Any-gold recall@k, all-gold recall@k and MRR of the first gold title, over page-title rankings."""
-    n = len(rankings)
+    """Any-gold recall@k (``R@k``), all-gold recall@k (``all@k``) and MRR over page-title rankings, as
+    ``wikiground eval`` scores them (retriever/evaluate: ir_measures underneath)."""
+    from retriever.evaluate.gold import Gold, title_key
+    from retriever.evaluate.measures import score
+    from retriever.evaluate.runs import Ranking
+
+    gold = {str(n): Gold(str(n), (tuple(title_key(t) for t in g),)) for n, g in enumerate(golds)}
+    run = {str(n): Ranking(tuple(dict.fromkeys(title_key(t) for t in r))) for n, r in enumerate(rankings)}
+    figures = score(gold, run, tuple(ks))["figures"]
     out: dict[str, float] = {}
     for k in ks:
-        out[f"R@{k}"] = sum(any(g in r[:k] for g in gold) for r, gold in zip(rankings, golds)) / n
-        out[f"all@{k}"] = sum(all(g in r[:k] for g in gold) for r, gold in zip(rankings, golds)) / n
-    rr = []
-    for r, gold in zip(rankings, golds):
-        ranks = [r.index(g) + 1 for g in gold if g in r]
-        rr.append(1.0 / min(ranks) if ranks else 0.0)
-    out["MRR"] = sum(rr) / n
+        out[f"R@{k}"] = figures[f"any_gold_recall@{k}"]
+        out[f"all@{k}"] = figures[f"all_gold_recall@{k}"]
+    out["MRR"] = figures["MRR"]
     return out
 
 

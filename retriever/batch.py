@@ -61,6 +61,7 @@ class BatchRunner:
         quiet: bool = False,
         answer_block: Callable[[list[tuple[Any, str]]], list[dict[str, Any]]] | None = None,
         block_size: int | None = None,
+        render: Callable[[dict[str, Any]], str] | None = None,
     ):
         self.answer = answer
         self.queries = queries
@@ -69,13 +70,14 @@ class BatchRunner:
         self.quiet = quiet
         self.answer_block = answer_block
         self.block_size = max(1, int(block_size or getattr(answer_block, "size", BLOCK_SIZE)))
+        self.render = render  # the output format's text of a line (None: the JSON line itself)
         self.requests = self.cache_hits = self.errors = 0
 
     def run(self, on_the_fly: bool = False) -> int:
         """Answer every claim not yet answered; 0 when all succeeded, 1 when some have ``status: error``."""
         from tqdm import tqdm
 
-        journal = _Journal(self.out, self.queries) if self.out is not None else None
+        journal = _Journal(self.out, self.queries, self.render) if self.out is not None else None
         kept = journal.start(self.resume) if journal is not None else set()
         if kept:
             print(f"resuming: {len(kept)} answers kept from {journal.source}", file=sys.stderr)
@@ -88,7 +90,7 @@ class BatchRunner:
                 if journal is not None:
                     journal.append(i, line)
                 else:
-                    sys.stdout.write(line)
+                    sys.stdout.write(line if self.render is None else self.render(res))
                     sys.stdout.flush()
             if journal is not None:
                 journal.finish()
@@ -177,9 +179,12 @@ class _Journal:
     Only one batch writes a journal at a time (an exclusive lock).
     """
 
-    def __init__(self, out: Path, queries: list[tuple[Any, str]]):
+    def __init__(
+        self, out: Path, queries: list[tuple[Any, str]], render: Callable[[dict[str, Any]], str] | None = None
+    ):
         self.out = out
         self.queries = queries
+        self.render = render
         self.path = out.parent / f".{out.name}.partial"
         self.source: Path | None = None
         self._fh: Any = None
@@ -202,7 +207,7 @@ class _Journal:
         if resume and existed:
             self.source = self.path
             self._load_journal()
-        elif resume and self.out.exists():
+        elif resume and self.out.exists() and self.render is None:  # a finished run in another format: asked again
             self.source = self.out
             self._load_out()
         else:
@@ -285,7 +290,8 @@ class _Journal:
             with atomic_path(self.out) as tmp, open(tmp, "wb") as dst:
                 for i in range(len(self.queries)):
                     offset, length = self._at[i]
-                    dst.write(os.pread(self._fh.fileno(), length, offset) + b"\n")
+                    raw = os.pread(self._fh.fileno(), length, offset)
+                    dst.write(raw + b"\n" if self.render is None else self.render(json.loads(raw)).encode())
                 dst.flush()
                 os.fsync(dst.fileno())
         except OSError as exc:

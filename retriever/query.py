@@ -1,7 +1,8 @@
 """Command line: ``python -m retriever.query --index DIR [--k 10] [--indexes ...] [--json] "claim"``.
 
 Batch: ``--queries FILE.jsonl --out FILE.jsonl`` (each line ``{id, claim}`` or ``{id, question}``);
-each output line is ``{id, query, status, evidence: [...]}`` with evidence in rank order.
+each output line is ``{id, query, status, evidence: [...]}`` with evidence in rank order, or with ``--format
+trec|kilt|fever|hotpot`` what the field's scorers read (retriever/formats.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from retriever.cli_options import add_search_options, check_search_options, open_options, search_options
+from retriever.formats import DEFAULT_RUN_TAG, DOCIDS, FORMATS, renderer
 from wikiground.errors import QueryError, WikigroundError
 from wikiground.text import clean_surrogates
 
@@ -106,6 +108,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume", action="store_true", help="continue a batch into --out that was cut off (keeps its answers)"
     )
+    p.add_argument(
+        "--format",
+        default="jsonl",
+        choices=FORMATS,
+        help="output: jsonl (the evidence lines), trec (run file), kilt, fever (predicted_evidence), hotpot "
+        "(supporting_facts)",
+    )
+    p.add_argument("--run-tag", default=DEFAULT_RUN_TAG, help="--format trec: the run's tag (last column)")
+    p.add_argument(
+        "--docid", default="title", choices=DOCIDS, help="--format trec: the document id column (title: underscores)"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging and tracebacks")
     return p
@@ -135,6 +148,7 @@ def _check_args(args: argparse.Namespace) -> None:
     if args.claim is None and args.queries is None:
         raise QueryError("give a claim, or --queries FILE.jsonl")
     check_search_options(args)
+    renderer(args.format, run_tag=args.run_tag, docid=args.docid)
     if args.resume and (args.queries is None or args.out is None):
         raise QueryError("--resume works with --queries and --out")
 
@@ -151,9 +165,12 @@ def _run(args: argparse.Namespace) -> int:
         def answer(text: str, id_: Any = service.NO_ID) -> dict[str, Any]:
             return service.answer(retriever, text, options, planner=planner, id=id_)
 
+        render = None if args.format == "jsonl" else renderer(args.format, run_tag=args.run_tag, docid=args.docid)
         if args.queries is None:
             result = answer(clean_surrogates(args.claim))
-            if args.json:
+            if render is not None:
+                sys.stdout.write(render(result))
+            elif args.json:
                 sys.stdout.write(service.json_line(result, indent=2))
             else:
                 _table(result, sys.stdout)
@@ -163,7 +180,9 @@ def _run(args: argparse.Namespace) -> int:
         from retriever.batch import BatchRunner
 
         block = service.block_answerer(retriever, options)
-        runner = BatchRunner(answer, queries, args.out, resume=args.resume, quiet=args.quiet, answer_block=block)
+        runner = BatchRunner(
+            answer, queries, args.out, resume=args.resume, quiet=args.quiet, answer_block=block, render=render
+        )
         return runner.run(args.on_the_fly)
 
 

@@ -68,3 +68,13 @@ def gensim_index(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("full") / "index"
     build_index([GENSIM_DUMP], out, indexes=("bm25", "dense", "tfidf"))
     return out
+
+
+@pytest.fixture(scope="session")
+def gensim_tfidf(tmp_path_factory) -> Path:
+    """The gensim fixture dump with the TF-IDF index alone (no JVM, no model: quick to build and open)."""
+    from indexer.build import build_index
+
+    out = tmp_path_factory.mktemp("tfidf") / "index"
+    build_index([GENSIM_DUMP], out, indexes=("tfidf",))
+    return out

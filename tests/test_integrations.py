@@ -25,7 +25,7 @@ def test_dspy_colbertv2_client_unchanged(served):
     import dspy
 
     url, retriever = served
-    want = retriever.search(CLAIM, 4).to_dict()["evidence"]
+    want = retriever.search(CLAIM, 4, passages=True).to_dict()["evidence"]
     for post in (False, True):
         got = dspy.ColBERTv2(url=f"{url}/api/search", post_requests=post)(CLAIM, k=4)
         assert [p["title"] for p in got] == [e["title"] for e in want]
@@ -49,7 +49,7 @@ def test_dspy_retrieve_module_carries_titles(served):
     from retriever.integrations.dspy import WikigroundRetrieve
 
     url, retriever = served
-    want = [e["title"] for e in retriever.search(CLAIM, 3).to_dict()["evidence"]]
+    want = [e["title"] for e in retriever.search(CLAIM, 3, passages=True).to_dict()["evidence"]]
     for module in (WikigroundRetrieve(k=3, retriever=retriever), WikigroundRetrieve(k=3, url=url)):
         pred = module(CLAIM)
         assert pred.titles == want
@@ -63,7 +63,7 @@ def test_langchain_retriever_documents_hold_the_evidence(served):
     from retriever.integrations.langchain import WikigroundRetriever
 
     url, retriever = served
-    want = retriever.search(CLAIM, 3).to_dict()["evidence"]
+    want = retriever.search(CLAIM, 3, passages=True).to_dict()["evidence"]
     for lc in (WikigroundRetriever(retriever=retriever, k=3), WikigroundRetriever(url=url, k=3)):
         docs = lc.invoke(CLAIM)
         assert all(isinstance(d, Document) for d in docs)

@@ -273,6 +273,18 @@ def _answers(tokens: list[str], stdout: str, workdir: Path) -> list[dict]:
     return [json.loads(stdout)] if "--json" in tokens else []  # one claim: one object, indented
 
 
+def _check_scorer_format(line: Snippet, tokens: list[str], workdir: Path) -> None:
+    """A batch in a scorer's format (retriever/formats.py): TREC rows of six columns, or one JSON line per claim."""
+    fmt = tokens[tokens.index("--format") + 1]
+    text = (workdir / tokens[tokens.index("--out") + 1]).read_text()
+    if fmt == "trec":
+        rows = [r.split() for r in text.splitlines()]
+        assert rows and all(len(r) == 6 for r in rows) and {r[0] for r in rows} == {"1", "2"}, line.where
+    else:
+        ids = [json.loads(x).get("id", json.loads(x).get("_id")) for x in text.splitlines()]
+        assert ids == [1, 2], line.where
+
+
 @pytest.mark.parametrize("line", _params(RUN))
 def test_documented_command_runs(line: Snippet, gensim_index, workdir, capsys):
     tokens = [str(gensim_index) if t == DEFAULT_INDEX else t for t in shlex.split(line.text)]
@@ -280,6 +292,9 @@ def test_documented_command_runs(line: Snippet, gensim_index, workdir, capsys):
     assert rc == 0, f"{line.where}: `{line.text}` exited {rc}: {err[-2000:]}"
     if not _is_query(tokens) or "--help" in tokens:
         assert out.strip(), f"{line.where}: `{line.text}` printed nothing"
+        return
+    if "--format" in tokens and tokens[tokens.index("--format") + 1] != "jsonl":
+        _check_scorer_format(line, tokens, workdir)
         return
     answers = _answers(tokens, out, workdir)
     if "--queries" in tokens:

@@ -213,8 +213,8 @@ def test_lists_categorymembers_backlinks_search(api_url, retriever):
     ("params", "code"),
     [
         ({"action": "edit"}, "badvalue"),
-        ({"action": "opensearch", "search": "X"}, "badvalue"),
-        ({"action": "query", "generator": "random", "titles": "X"}, "badvalue"),
+        ({"action": "feedrecentchanges"}, "badvalue"),
+        ({"action": "query", "generator": "geosearch", "titles": "X"}, "badvalue"),
         ({"action": "parse", "page": "No such page here"}, "missingtitle"),
         ({"action": "parse", "oldid": "123456789012345"}, "nosuchrevid"),
         ({}, "missingparam"),

@@ -23,6 +23,7 @@ commands:
   serve   serve an index folder over HTTP               (python -m retriever.serve)
   mcp     serve an index folder to LLM agents over MCP  (python -m retriever.mcp)
   verify  check every file of an index folder           (python -m indexer.verify)
+  eval    score a run against a gold file               (python -m retriever.evaluate)
 
 `wikiground COMMAND --help` lists a command's options.
 """
@@ -64,6 +65,12 @@ def _verify(argv: Sequence[str]) -> int:
     return main(list(argv))
 
 
+def _eval(argv: Sequence[str]) -> int:
+    from retriever.evaluate import main
+
+    return main(list(argv))
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "index": _index,
     "embed": _embed,
@@ -71,6 +78,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "serve": _serve,
     "mcp": _mcp,
     "verify": _verify,
+    "eval": _eval,
 }
 
 

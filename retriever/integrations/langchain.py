@@ -1,8 +1,9 @@
 """A LangChain retriever over wikiground: ``WikigroundRetriever(retriever=...)`` or ``(url=...)``.
 
-Returns ``Document``s whose ``page_content`` is the evidence text and whose ``metadata`` holds the evidence fields
-(``title``, ``page_id``, ``passage_id``, ``section``, ``source``, ``score``, ``ranks``, ``url``, ``rev_id``,
-``origin``, ...). Needs ``pip install wikiground[langchain]``.
+Returns the top k passages (passage level, in the order of their scores) as ``Document``s whose ``id`` is the
+passage id, whose ``page_content`` is the evidence text and whose ``metadata`` holds the evidence fields (``title``,
+``page_id``, ``passage_id``, ``section``, ``source``, ``score``, ``ranks``, ``url``, ``rev_id``, ``origin``, ...).
+Needs ``pip install wikiground[langchain]``.
 """
 
 from __future__ import annotations
@@ -31,8 +32,12 @@ class WikigroundRetriever(BaseRetriever):
         self._source = EvidenceSource(self.retriever, self.url)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        line = self._source.search(query, self.k)
+        line = self._source.search(query, self.k, passages=True)
         return [
-            Document(page_content=e["evidence_text"], metadata={k: v for k, v in e.items() if k != "evidence_text"})
-            for e in line["evidence"]
+            Document(
+                id=str(e["passage_id"]),
+                page_content=e["evidence_text"],
+                metadata={k: v for k, v in e.items() if k != "evidence_text"},
+            )
+            for e in sorted(line["evidence"], key=lambda e: -e["score"])
         ]

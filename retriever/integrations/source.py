@@ -18,12 +18,13 @@ class EvidenceSource:
         self.url = url.rstrip("/") if url else None
         self.timeout = timeout
 
-    def search(self, query: str, k: int) -> dict[str, Any]:
+    def search(self, query: str, k: int, *, passages: bool = False) -> dict[str, Any]:
+        """One output line; ``passages``: the top k passages rather than the top k pages."""
         if self.retriever is not None:
             from retriever.service import SearchOptions, answer
 
-            return answer(self.retriever, query, SearchOptions(k=k))
-        body = self._ask("POST", "/search", json={"claim": query, "k": k})
+            return answer(self.retriever, query, SearchOptions(k=k, passages=passages))
+        body = self._ask("POST", "/search", json={"claim": query, "k": k, "passages": passages})
         if not isinstance(body, dict) or not isinstance(body.get("evidence"), list):
             raise ServerAnswerError(
                 "answered /search without an 'evidence' list: not a wikiground server (python -m retriever.serve)?",

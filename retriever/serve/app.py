@@ -30,13 +30,14 @@ try:
 except ImportError:  # the serve extra pins it; without it the standard library renders the answers
     orjson = None
 
+from retriever import formats
 from retriever import pages as page_lookup
 from retriever.serve.coalesce import Coalescer
 from retriever.serve.limits import Access, AccessCheck, BodyLimit, HttpLimits, batch_body_bytes
 from retriever.serve.pools import DEFAULT_QUEUE, DEFAULT_THREADS, SlowPool
 from retriever.serve.state import ServerState
 from retriever.serve.views import public_stats
-from retriever.service import SearchOptions, answer, block_answerer, error_line, json_line
+from retriever.service import SearchOptions, answer, block_answerer, error_line
 from wikiground.errors import (
     ConfigError,
     FallbackError,
@@ -86,6 +87,7 @@ class SearchRequest(BaseModel):
     indexes: str | list[str] | None = Field(None, description="channels, e.g. 'bm25,title' (default: the server's)")
     multihop: StrictBool | None = Field(None, description="iterative multi-hop retrieval")
     on_the_fly: StrictBool | None = Field(None, description="live fallback (needs a server started --on-the-fly)")
+    passages: StrictBool | None = Field(None, description="the top k passages, not the top k pages")
 
 
 class BatchItem(BaseModel):
@@ -111,7 +113,9 @@ def status_of(exc: WikigroundError) -> int:
 
 
 def error_body(kind: str, message: str, **extra: Any) -> dict[str, Any]:
-    return {"error": {"type": kind, "message": message, **extra}}
+    """``{"error": {"type", "message", ...}, "message"}``: the top-level ``message`` is what DSPy's ColBERTv2 client
+    (and other clients that read ``message``) show."""
+    return {"error": {"type": kind, "message": message, **extra}, "message": message}
 
 
 def _install_handlers(app: FastAPI) -> None:
@@ -264,9 +268,11 @@ def create_app(
     _search_routes(app, state, runner)
     _info_routes(app, state, runner)
     _dspy_routes(app, state, runner)
+    from retriever.serve import retrieve
     from retriever.serve.explorer import install as install_explorer
     from retriever.serve.mediawiki import install
 
+    retrieve.install(app, state, runner)
     install(app, state, runner)
     install_explorer(app, state, runner)
     lim = state.limits
@@ -299,7 +305,9 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
     async def search(req: SearchRequest) -> Any:
         state.count("search")
         claim = state.check_claim(req.claim)
-        opts = state.defaults.merged(k=req.k, indexes=req.indexes, multihop=req.multihop, on_the_fly=req.on_the_fly)
+        opts = state.defaults.merged(
+            k=req.k, indexes=req.indexes, multihop=req.multihop, on_the_fly=req.on_the_fly, passages=req.passages
+        )
         opts = replace(opts, k=state.check_k(opts.k))
         return LineResponse(await runner.search(claim, opts))
 
@@ -310,8 +318,12 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         indexes: str | None = Query(None),
         multihop: bool | None = Query(None),
         on_the_fly: bool | None = Query(None),
+        format: str = Query("jsonl", description="jsonl, trec, kilt, fever or hotpot (retriever/formats.py)"),
+        run_tag: str = Query(formats.DEFAULT_RUN_TAG),
+        docid: str = Query("title", description="trec: title, page_id or passage_id"),
     ) -> StreamingResponse:
         state.count("search/batch")
+        render = formats.renderer(format, run_tag=run_tag, docid=docid)
         if len(items) > state.limits.max_batch:
             raise QueryError(f"the batch has {len(items)} claims; the limit is {state.limits.max_batch}")
         opts = state.defaults.merged(k=k, indexes=indexes, multihop=multihop, on_the_fly=on_the_fly)
@@ -333,11 +345,16 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         finally:
             gen.leave()
         state.count("claims", len(claims))
-        return StreamingResponse(_batch_lines(state, runner, claims, opts), media_type="application/x-ndjson")
+        media = "text/plain" if format == "trec" else "application/x-ndjson"
+        return StreamingResponse(_batch_lines(state, runner, claims, opts, render), media_type=media)
 
 
 async def _batch_lines(
-    state: ServerState, runner: Runner, claims: list[tuple[Any, str]], opts: SearchOptions
+    state: ServerState,
+    runner: Runner,
+    claims: list[tuple[Any, str]],
+    opts: SearchOptions,
+    render: Callable[[dict[str, Any]], str],
 ) -> AsyncIterator[str]:
     """One line per claim as each finishes. Every claim runs on the generation taken here, at most ``runner.window``
     at a time (a long batch leaves threads to other clients); a claim that fails is an error line. When no line has
@@ -369,7 +386,7 @@ async def _batch_lines(
             if not done:
                 left = [(id_, text) for _, id_, text in pending.values()] + list(todo)
                 for id_, text in left:
-                    yield json_line(error_line(id_, text, "timed out"))
+                    yield render(error_line(id_, text, "timed out"))
                 break
             for fut in done:
                 _, id_, text = pending.pop(fut)
@@ -378,7 +395,7 @@ async def _batch_lines(
                     line = error_line(id_, text, "internal error")
                 else:
                     line = fut.result()
-                yield json_line(line)
+                yield render(line)
                 submit_next()
     finally:
         for fut, _, _ in pending.values():
@@ -463,9 +480,10 @@ def _stats(state: ServerState, retriever: Any) -> dict[str, Any]:
 
 
 def colbert_topk(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """A search's evidence as ColBERTv2 server passages: ``text`` is ``"Title | passage"`` (the convention of
-    DSPy's Wikipedia abstracts server), ``prob`` a softmax of the scores over the list."""
-    evidence = result["evidence"]
+    """A passage search's evidence as ColBERTv2 server passages, in the order of their scores: ``text`` is
+    ``"Title | passage"`` (the convention of DSPy's Wikipedia abstracts server), ``prob`` a softmax of the scores
+    over the list."""
+    evidence = sorted(result["evidence"], key=lambda e: -e["score"])
     if not evidence:
         return []
     top = max(e["score"] for e in evidence)
@@ -493,7 +511,7 @@ def _dspy_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         state.count("api/search")
         claim = state.check_claim(query, what="query")
         k = state.check_k(k)
-        opts = replace(state.defaults.merged(k=k), multihop=False)
+        opts = replace(state.defaults.merged(k=k), multihop=False, passages=True)  # k passages, as ColBERT gives
         result = await runner.search(claim, opts)
         return JSONResponse({"query": query, "topk": colbert_topk(result)})
 

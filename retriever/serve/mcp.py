@@ -11,11 +11,18 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
+
+from retriever.serve.state import Limits
 from wikiground.errors import ConfigError, WikigroundError
 
 MAX_K = 50  # evidence items one tool call may ask for: an agent's context is the limit
+MAX_CLAIM_CHARS = Limits().max_claim_chars  # the HTTP server's cap: the same claims are accepted over both
+# The bounds live in the tool's input schema, where an agent reads them before it calls.
+Claim = Annotated[str, Field(max_length=MAX_CLAIM_CHARS, description="a claim or question")]
+K = Annotated[int, Field(ge=1, le=MAX_K, description=f"evidence items, 1 to {MAX_K}")]
 
 
 def build_server(retriever: Any) -> Any:
@@ -30,18 +37,22 @@ def build_server(retriever: Any) -> Any:
 
     from retriever.pages import page_view
     from retriever.service import SearchOptions, answer
+    from wikiground import __version__
 
     server = MCPServer(
         "wikiground",
+        version=__version__,
         instructions="Evidence from a local Wikipedia index: search_wikipedia for a claim or question, get_page for "
         "a whole page by title.",
     )
 
     @server.tool()
-    def search_wikipedia(claim: str, k: int = 5) -> dict[str, Any]:
+    def search_wikipedia(claim: Claim, k: K = 5) -> dict[str, Any]:
         """Evidence passages for a claim or question, best first: title, section, text, score, url."""
         if not 1 <= k <= MAX_K:
             raise ToolError(f"k must be from 1 to {MAX_K}, got {k}")
+        if len(claim) > MAX_CLAIM_CHARS:
+            raise ToolError(f"the claim is {len(claim)} characters long; the limit is {MAX_CLAIM_CHARS}")
         line = answer(retriever, claim, SearchOptions(k=k))
         keep = ("title", "section", "evidence_text", "score", "url", "page_id", "passage_id", "origin")
         return {

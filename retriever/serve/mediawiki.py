@@ -22,7 +22,8 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from retriever import pages as page_lookup
-from retriever.serve import mediawiki_checks
+from retriever.serve import mediawiki_checks, mediawiki_pages
+from retriever.serve import mediawiki_clients as clients
 from retriever.serve.mediawiki_common import (
     MAX_LIMIT,
     MAX_TITLES,  # noqa: F401 -- re-exported, it was defined here
@@ -37,7 +38,9 @@ from retriever.serve.mediawiki_common import (
     extract_text,
     linked_titles,
     page_url,
+    source_pages,
 )
+from retriever.serve.mediawiki_common import redirects_to as mw_redirects_to
 from retriever.serve.mediawiki_extra import GENERATORS as MORE_GENERATORS
 from retriever.serve.mediawiki_extra import META_MODULES, list_random, parse, prop_revisions
 from wikiground.records import Page
@@ -46,9 +49,9 @@ from wikiground.text import canonical_title
 log = logging.getLogger(__name__)
 
 PROPS = ("extracts", "info", "categories", "links", "pageprops", "revisions")
-LISTS = ("search", "categorymembers", "backlinks", "random")
+LISTS = ("search", "categorymembers", "backlinks", "random", *clients.LIST_MODULES)
 METAS = ("siteinfo", "userinfo")
-GENERATORS = ("search", "links", "categories", "backlinks", "categorymembers")
+GENERATORS = ("search", "links", "categories", "backlinks", "categorymembers", *clients.GENERATORS)
 INPROPS = ("url",)
 INTRO_EXTRACTS = 20  # TextExtracts' cap per request for intros; a whole-article extract is one per request
 CORE_PARAMS = {
@@ -58,6 +61,8 @@ CORE_PARAMS = {
     "redirects",
     "titles",
     "pageids",
+    "revids",
+    "indexpageids",
     "prop",
     "list",
     "generator",
@@ -94,8 +99,10 @@ MODULE_PREFIXES = {
     "random": "rn",
     "siteinfo": "si",
     "userinfo": "ui",
+    **clients.LIST_PREFIXES,
 }
 GENERATOR_PREFIXES = {
+    **clients.GENERATOR_PREFIXES,
     "search": "gsr",
     "links": "gpl",
     "categories": "gcl",
@@ -117,8 +124,15 @@ def _answer(store: Any, retriever: Any, p: Mapping[str, str]) -> dict[str, Any]:
     action = p.get("action")
     if action is None:
         return error("missingparam", 'The "action" parameter must be set.')
+    bad = mediawiki_pages.bad_integer(p)
+    if bad is not None:
+        return bad
     if action == "parse":
-        return parse(store, p)
+        return mediawiki_pages.parse_more(store, p) or parse(store, p)
+    if action == "opensearch":
+        return clients.opensearch(store, p)  # type: ignore[return-value] - OpenSearch answers a JSON array
+    if action == "paraminfo":
+        return clients.paraminfo(p)
     if action != "query":
         return error("badvalue", f'Unrecognized value for parameter "action": {action}.')
     refused = mediawiki_checks.check(p, error)
@@ -174,10 +188,14 @@ def _page_set(store: Any, retriever: Any, p: Mapping[str, str], reply: Reply) ->
         return _generator_links(store, p, reply)
     if gen in ("categories", "backlinks", "categorymembers"):
         return MORE_GENERATORS[gen](store, p, reply)
+    if gen in clients.GENERATORS:
+        return clients.GENERATORS[gen](store, p, reply)
     if "titles" in p:
         return _by_titles(store, _values(p, "titles") or [p["titles"]], p, reply)
     if "pageids" in p:
         return _by_ids(store, _values(p, "pageids"), reply)
+    if "revids" in p:
+        return mediawiki_pages.by_revids(store, _values(p, "revids"), reply)
     return None
 
 
@@ -203,7 +221,7 @@ def _generator_search(store: Any, retriever: Any, p: Mapping[str, str], reply: R
 
 def _generator_links(store: Any, p: Mapping[str, str], reply: Reply) -> list[Entry]:
     """The pages the given pages link to, by title as MediaWiki lists them; links to no local page are missing."""
-    sources = [e.page for e in _by_titles(store, _values(p, "titles"), p, reply) if e.page is not None]
+    sources = source_pages(store, p, reply)
     linked = sorted({t for pg in sources for t in linked_titles(store, pg)})
     limit = _limit(p, "gpllimit", 10, reply, "links")
     start = _int(p.get("gplcontinue"))
@@ -225,18 +243,27 @@ def search_pages(retriever: Any, text: str, k: int) -> list[Page]:
     return [page for page, _ in search_hits(retriever, text, k)]
 
 
-def search_hits(retriever: Any, text: str, k: int) -> list[tuple[Page, str]]:
-    """(page, text of its best passage) of the local index's fused search for ``text``, best first."""
+def search_hits(retriever: Any, text: str, k: int, *, start: int = 0) -> list[tuple[Page, str]]:
+    """(page, text of its best passage) of the local index's fused search for ``text``, best first, from the
+    ``start``-th; the pages are looked up for those alone."""
+    return search_ranked(retriever, text, k, start=start)[1]
+
+
+def search_ranked(retriever: Any, text: str, k: int, *, start: int = 0) -> tuple[int, list[tuple[Page, str]]]:
+    """The number of pages the fused search for ``text`` finds (at most ``k``) and the (page, best passage text)
+    of those from the ``start``-th."""
     if not text.strip():
-        return []
+        return 0, []
     fused = retriever.fused_pages(text, k=min(k, MAX_LIMIT + 1))
-    pages = retriever.store.pages(f.page_id for f in fused)
-    passages = retriever.store.passages(f.best.passage_id for f in fused)
-    return [
+    chosen = fused[start:]
+    pages = retriever.store.pages(f.page_id for f in chosen)
+    passages = retriever.store.passages(f.best.passage_id for f in chosen)
+    hits = [
         (pages[f.page_id], passages[f.best.passage_id].text if f.best.passage_id in passages else pages[f.page_id].lead)
-        for f in fused
+        for f in chosen
         if f.page_id in pages
     ]
+    return len(fused), hits
 
 
 # -- the pages' props -----------------------------------------------------------------------------------
@@ -245,6 +272,7 @@ def search_hits(retriever: Any, text: str, k: int) -> list[tuple[Page, str]]:
 def _pages(store: Any, p: Mapping[str, str], reply: Reply, entries: list[Entry]) -> None:
     seen: dict[str, dict[str, Any]] = {}
     existing: list[tuple[dict[str, Any], Page]] = []
+    redirects: list[tuple[dict[str, Any], str]] = []  # redirect pages asked for themselves (no ``redirects``)
     missing = 0
     for e in entries:
         if e.page is not None:
@@ -257,6 +285,7 @@ def _pages(store: Any, p: Mapping[str, str], reply: Reply, entries: list[Entry])
             continue
         if e.redirect_id is not None:
             seen[str(e.redirect_id)] = {"pageid": e.redirect_id, "ns": 0, "title": e.title, "redirect": reply.flag()}
+            redirects.append((seen[str(e.redirect_id)], e.title))
         elif e.invalid:
             missing += 1
             seen[str(-missing)] = {"title": e.title, "invalidreason": e.invalid, "invalid": reply.flag()}
@@ -268,6 +297,8 @@ def _pages(store: Any, p: Mapping[str, str], reply: Reply, entries: list[Entry])
     for module in _values(p, "prop"):
         if module in PROP_MODULES:
             PROP_MODULES[module](store, p, reply, existing)
+    if "revisions" in _values(p, "prop"):
+        mediawiki_pages.redirect_revisions(store, p, reply, redirects)
     if reply.fv2:
         reply.query["pages"] = sorted(
             seen.values(), key=lambda d: ("missing" in d or "invalid" in d, d.get("pageid", 0))
@@ -310,13 +341,12 @@ def _prop_extracts(store: Any, p: Mapping[str, str], reply: Reply, existing: lis
     limit = _limit(p, "exlimit", cap, reply, "extracts", cap=cap)
     if "exlimit" in p and p["exlimit"] != "max" and _int(p["exlimit"]) > cap:
         pass  # _limit has warned
-    for name in ("exchars", "exsentences"):
-        if name in p:
-            reply.warn("extracts", f"{name} is not served offline (left out).")
     start = _int(p.get("excontinue"))
     for n, (d, page) in enumerate(existing):
         if start <= n < start + limit:
-            text = extract_text(store, page, intro=intro, sectionformat=fmt)
+            text = mediawiki_pages.cut_extract(store, page, p) or extract_text(
+                store, page, intro=intro, sectionformat=fmt
+            )
             d["extract"] = (
                 text if "explaintext" in p else "".join(f"<p>{html.escape(x)}</p>" for x in text.split("\n") if x)
             )
@@ -382,13 +412,17 @@ def _list_search(store: Any, retriever: Any, p: Mapping[str, str], reply: Reply)
         return
     limit = _limit(p, "srlimit", 10, reply, "search")
     offset = _int(p.get("sroffset"))
-    ranked = search_hits(retriever, text, offset + limit + 1)
+    # One depth for every srlimit, so that totalhits does not change with it; only the pages shown are looked up.
+    total, shown = search_ranked(retriever, text, MAX_LIMIT + 1, start=offset)
+    shown = shown[: limit + 1]
     info = _values(p, "srinfo") if "srinfo" in p else ["totalhits"]
     if "totalhits" in info:
-        reply.query["searchinfo"] = {"totalhits": len(ranked)}
+        reply.query["searchinfo"] = {"totalhits": total}
+    if "suggestion" in info:
+        mediawiki_pages.suggest(reply, text, [page for page, _ in shown])
     srprop = _values(p, "srprop") if "srprop" in p else ["size", "wordcount", "timestamp", "snippet"]
     hits = []
-    for page, best in ranked[offset : offset + limit]:
+    for page, best in shown[:limit]:
         hit: dict[str, Any] = {"ns": page.namespace, "title": page.title, "pageid": page.page_id}
         if "size" in srprop or "wordcount" in srprop:
             hit.update(size=len(page.lead), wordcount=len(page.lead.split()))
@@ -398,15 +432,17 @@ def _list_search(store: Any, retriever: Any, p: Mapping[str, str], reply: Reply)
             hit["timestamp"] = page.rev_timestamp
         hits.append(hit)
     reply.query["search"] = hits
-    if len(ranked) > offset + limit:
+    if total > offset + limit:
         reply.cont["sroffset"] = offset + limit
 
 
 def _member_list(p: Mapping[str, str], reply: Reply, name: str, prefix: str, pages: list[Page]) -> None:
     limit = _limit(p, f"{prefix}limit", 10, reply, name)
     start = _int(p.get(f"{prefix}continue", "").rpartition("|")[2])
+    typed = "type" in _values(p, f"{prefix}prop")  # categorymembers' cmprop=type: every member is a page
     reply.query[name] = [
-        {"pageid": pg.page_id, "ns": pg.namespace, "title": pg.title} for pg in pages[start : start + limit]
+        {"pageid": pg.page_id, "ns": pg.namespace, "title": pg.title, **({"type": "page"} if typed else {})}
+        for pg in pages[start : start + limit]
     ]
     if start + limit < len(pages):
         reply.cont[f"{prefix}continue"] = f"page|{start + limit}"
@@ -424,6 +460,11 @@ def _list_categorymembers(store: Any, retriever: Any, p: Mapping[str, str], repl
 
 def _list_backlinks(store: Any, retriever: Any, p: Mapping[str, str], reply: Reply) -> None:
     title = canonical_title(p.get("bltitle") or "")
+    if p.get("blfilterredir") == "redirects":
+        limit = _limit(p, "bllimit", 10, reply, "backlinks")
+        found = mw_redirects_to(store, title)[:limit] if title else []
+        reply.query["backlinks"] = [{"pageid": i, "ns": 0, "title": t, "redirect": reply.flag()} for i, t in found]
+        return
     _member_list(p, reply, "backlinks", "bl", page_lookup.backlinks(store, title) if title else [])
 
 
@@ -441,6 +482,7 @@ LIST_MODULES = {
     "categorymembers": _list_categorymembers,
     "backlinks": _list_backlinks,
     "random": _list_random,
+    **clients.LIST_MODULES,
 }
 
 

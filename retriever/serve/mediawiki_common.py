@@ -15,6 +15,33 @@ from wikiground.text import canonical_title
 
 MAX_LIMIT = 500
 MAX_TITLES = 50
+NAMESPACE_NAMES = {
+    "Talk": 1,
+    "User": 2,
+    "User talk": 3,
+    "Wikipedia": 4,
+    "Wikipedia talk": 5,
+    "File": 6,
+    "File talk": 7,
+    "MediaWiki": 8,
+    "Template": 10,
+    "Template talk": 11,
+    "Help": 12,
+    "Category": 14,
+    "Category talk": 15,
+    "Portal": 100,
+    "Module": 828,
+}
+NAMESPACE_ALIASES = {"WP": 4, "Project": 4, "Image": 6, "WT": 5, "Project talk": 5, "Image talk": 7}
+
+
+def namespace_of(title: str) -> int:
+    """The namespace a title's prefix names (``Category:Foo`` is 14), else 0 (the articles)."""
+    head, colon, _ = title.partition(":")
+    if not colon:
+        return 0
+    name = canonical_title(head)
+    return NAMESPACE_NAMES.get(name, NAMESPACE_ALIASES.get(name, 0))
 
 
 @dataclass
@@ -104,6 +131,14 @@ def _by_titles(store: Any, raw: list[str], p: Mapping[str, str], reply: Reply) -
         if title != t:
             normalized.append({"from": t, "to": title})
         res = store.resolve_titles([title], loose=False).get(title)
+        target = _dangling_redirect(store, title) if res is None else None
+        if target is not None:  # a redirect to a page the store lacks: MediaWiki names the target, missing
+            if follow:
+                redirects.append({"from": title, "to": target})
+                out.append(Entry(target, ns=namespace_of(target)))
+            else:
+                out.append(Entry(title, redirect_id=_redirect_page_id(store, title)))
+            continue
         if res is not None and res.via_redirect and follow:
             item = {"from": title, "to": res.title}
             if res.fragment:
@@ -113,12 +148,48 @@ def _by_titles(store: Any, raw: list[str], p: Mapping[str, str], reply: Reply) -
             out.append(Entry(title, redirect_id=_redirect_page_id(store, title)))
             continue
         page = store.page(res.page_id) if res is not None else None
-        out.append(Entry(page.title if page else title, page))
+        out.append(Entry(page.title if page else title, page, ns=0 if page else namespace_of(title)))
     if normalized:
         reply.query["normalized"] = normalized
     if redirects:
         reply.query["redirects"] = redirects
     return out
+
+
+def source_pages(store: Any, p: Mapping[str, str], reply: Reply) -> list[Page]:
+    """The pages a generator starts from: ``titles``, else ``pageids`` (pywikibot names pages by id)."""
+    if "titles" in p:
+        return [e.page for e in _by_titles(store, _values(p, "titles"), p, reply) if e.page is not None]
+    ids = [int(v) for v in _values(p, "pageids") if v.isdigit() and len(v) < 19]
+    found = store.pages(ids)
+    return [found[i] for i in ids if i in found]
+
+
+def redirects_to(store: Any, title: str) -> list[tuple[int, str]]:
+    """(page id, title) of the redirect pages that point to ``title`` (``blfilterredir=redirects``), by title."""
+    found = page_lookup.rows(
+        store,
+        "SELECT source_page_id, source_title FROM redirects WHERE target_title = ? AND source_page_id IS NOT NULL "
+        "ORDER BY source_title",
+        [title],
+    )
+    return [(int(i), t) for i, t in found]
+
+
+def _dangling_redirect(store: Any, title: str) -> str | None:
+    """The target of a redirect titled ``title`` whose target the store lacks, else None."""
+    found = page_lookup.rows(
+        store,
+        "SELECT target_title FROM redirects WHERE source_title = ? AND target_page_id IS NULL AND NOT is_loop LIMIT 1",
+        [title],
+    )
+    return found[0][0] if found and found[0][0] else None
+
+
+def redirect_target(store: Any, title: str) -> str | None:
+    """The title a redirect page ``title`` points to as written (its direct target), else None."""
+    found = page_lookup.rows(store, "SELECT direct_target FROM redirects WHERE source_title = ? LIMIT 1", [title])
+    return found[0][0] if found and found[0][0] else None
 
 
 def _redirect_page_id(store: Any, title: str) -> int | None:
@@ -145,3 +216,31 @@ def extract_text(store: Any, page: Page, *, intro: bool, sectionformat: str) -> 
         head = f"{marks} {s['heading']} {marks}" if sectionformat == "wiki" else s["heading"]
         parts.append(f"\n\n{head}\n{s['text']}")
     return "".join(parts).strip()
+
+
+def section_parts(store: Any, page: Page, n: int) -> list[dict[str, Any]]:
+    """Section ``n`` (0: the lead) with its subsections, as MediaWiki counts and cuts them."""
+    secs = page_lookup.sections(store, page.page_id)
+    at = next((i for i, s in enumerate(secs) if s["index"] == n), None)
+    if at is None:
+        return []
+    if n == 0:
+        return [secs[at]]
+    level = secs[at]["level"]
+    end = next((i for i in range(at + 1, len(secs)) if secs[i]["level"] <= level), len(secs))
+    return secs[at:end]
+
+
+def section_source(store: Any, page: Page, n: int) -> str | None:
+    """Section ``n``'s text with ``== Heading ==`` marks (its subsections included); None when the page has no such
+    section."""
+    parts = section_parts(store, page, n)
+    if not parts:
+        return None
+    if n == 0:
+        return page.lead
+    out = []
+    for s in parts:
+        marks = "=" * max(2, s["level"])
+        out.append(f"{marks} {s['heading']} {marks}\n{s['text']}".rstrip())
+    return "\n\n".join(out)

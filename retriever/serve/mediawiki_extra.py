@@ -69,7 +69,9 @@ def page_html(store: Any, page: Page) -> str:
     return '<div class="mw-parser-output">' + "\n".join(parts) + "</div>"
 
 
-def _revision(store: Any, page: Page, wanted: list[str], *, parse: bool, slots: bool, fv2: bool) -> dict[str, Any]:
+def _revision(
+    store: Any, page: Page, wanted: list[str], *, parse: bool, slots: bool, fv2: bool, section: int | None = None
+) -> dict[str, Any]:
     rev: dict[str, Any] = {}
     if "ids" in wanted:
         rev.update(revid=page.rev_id or 0, parentid=0)
@@ -77,6 +79,8 @@ def _revision(store: Any, page: Page, wanted: list[str], *, parse: bool, slots: 
         rev["timestamp"] = page.rev_timestamp
     if "content" in wanted or "size" in wanted:
         content = page_html(store, page) if parse else page_source(store, page)
+        if section is not None and not parse:
+            content = mw.section_source(store, page, section) or ""
         if "size" in wanted:
             rev["size"] = len(content.encode("utf-8"))
         if "content" in wanted:
@@ -102,20 +106,23 @@ def prop_revisions(store: Any, p: Mapping[str, str], reply: Any, existing: list[
             if not parse
             else "Revision content is HTML made from the page's stored text.",
         )
-    for name in ("rvsection", "rvstartid", "rvendid", "rvstart", "rvend", "rvdiffto"):
+    for name in ("rvstartid", "rvendid", "rvstart", "rvend", "rvdiffto"):
         if name in p:
             reply.warn("revisions", f"{name} is not served offline (the latest revision is given).")
     slots = "rvslots" in p
+    section = mw._int(p["rvsection"]) if p.get("rvsection", "").isdigit() else None
     for d, page in existing:
-        d["revisions"] = [_revision(store, page, wanted, parse=parse, slots=slots, fv2=reply.fv2)]
+        d["revisions"] = [_revision(store, page, wanted, parse=parse, slots=slots, fv2=reply.fv2, section=section)]
 
 
 # -- meta=siteinfo|userinfo, list=random ------------------------------------------------------------------
 
 
 def meta_siteinfo(store: Any, retriever: Any, p: Mapping[str, str], reply: Any) -> None:
+    from retriever.serve.mediawiki_clients import siteinfo_extra
+
     wanted = mw._values(p, "siprop") or ["general"]
-    unserved = [v for v in wanted if v not in ("general", "namespaces")]
+    unserved = [v for v in wanted if v not in ("general", "namespaces", "extensions", "namespacealiases")]
     if unserved:
         reply.warn("siteinfo", f"Not served offline (left out): siprop={'|'.join(unserved)}.")
     if "general" in wanted:
@@ -139,6 +146,7 @@ def meta_siteinfo(store: Any, retriever: Any, p: Mapping[str, str], reply: Any) 
             entry.update({"name": name} if reply.fv2 else {"*": name})
             spaces[str(number)] = entry
         reply.query["namespaces"] = spaces
+    siteinfo_extra(wanted, reply)
 
 
 def meta_userinfo(store: Any, retriever: Any, p: Mapping[str, str], reply: Any) -> None:
@@ -284,7 +292,7 @@ def _listed(p: Mapping[str, str], reply: Any, prefix: str, module: str, entries:
 def generator_categories(store: Any, p: Mapping[str, str], reply: Any) -> list[mw.Entry]:
     """The categories of the given pages, as pages of namespace 14 (the store keeps no category pages: each is
     listed as missing, as a category without a description page is)."""
-    sources = [e.page for e in mw._by_titles(store, mw._values(p, "titles"), p, reply) if e.page is not None]
+    sources = mw.source_pages(store, p, reply)
     reply.query.pop("normalized", None)
     names = sorted({c for pg in sources for c in store.categories(pg.page_id)})
     return _listed(p, reply, "gcl", "categories", [mw.Entry(f"Category:{c}", ns=14) for c in names])
@@ -292,6 +300,9 @@ def generator_categories(store: Any, p: Mapping[str, str], reply: Any) -> list[m
 
 def generator_backlinks(store: Any, p: Mapping[str, str], reply: Any) -> list[mw.Entry]:
     title = canonical_title(p.get("gbltitle") or "")
+    if p.get("gblfilterredir") == "redirects":  # the redirects to the page (pywikibot follows them)
+        entries = [mw.Entry(t, redirect_id=i) for i, t in mw.redirects_to(store, title)] if title else []
+        return _listed(p, reply, "gbl", "backlinks", entries)
     pages = page_lookup.backlinks(store, title) if title else []
     return _listed(p, reply, "gbl", "backlinks", [mw.Entry(pg.title, pg) for pg in pages])
 
