@@ -210,8 +210,13 @@ def quantize(w: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return np.clip(level, 0, LEVELS).astype(np.uint8), wlo, wstep
 
 
+_LEVELS = np.arange(LEVELS + 1, dtype=np.float32)
+
+
 def dequantize(levels: np.ndarray, wlo: float, wstep: float) -> np.ndarray:
-    """The float32 weights of one list's ``levels``."""
+    """The float32 weights of one list's ``levels`` (a long list looks them up in a table of its 256 weights)."""
+    if len(levels) > 2 * len(_LEVELS):
+        return np.exp(np.float32(wlo) + np.float32(wstep) * _LEVELS)[levels]
     return np.exp(np.float32(wlo) + np.float32(wstep) * levels.astype(np.float32))
 
 
