@@ -124,9 +124,9 @@ def _answer(store: Any, retriever: Any, p: Mapping[str, str]) -> dict[str, Any]:
     action = p.get("action")
     if action is None:
         return error("missingparam", 'The "action" parameter must be set.')
-    bad = mediawiki_pages.bad_integer(p)
-    if bad is not None:
-        return bad
+    refused = mediawiki_checks.check(p, error)
+    if refused is not None:
+        return refused
     if action == "parse":
         return mediawiki_pages.parse_more(store, p) or parse(store, p)
     if action == "opensearch":
@@ -135,9 +135,6 @@ def _answer(store: Any, retriever: Any, p: Mapping[str, str]) -> dict[str, Any]:
         return clients.paraminfo(p)
     if action != "query":
         return error("badvalue", f'Unrecognized value for parameter "action": {action}.')
-    refused = mediawiki_checks.check(p, error)
-    if refused is not None:
-        return refused
     gen = p.get("generator")
     if gen is not None and gen not in GENERATORS:
         return error("badvalue", f'Unrecognized value for parameter "generator": {gen}.')

@@ -10,6 +10,9 @@ from typing import Any
 # The integer parameters read as offsets or continuations (limits are read leniently, with a warning, as MediaWiki
 # does for "max" and for values over the bound).
 INTEGER_PARAMS = ("sroffset", "gsroffset", "excontinue", "exlimit", "srlimit", "gsrlimit")
+# Other integer parameters (lists of ids among them, "1|2"): refused only for digits other than ASCII ones.
+INTEGER_SUFFIXES = ("limit", "offset", "chars", "sentences")
+INTEGER_LISTS = ("pageids", "revids", "pageid", "oldid", "section", "rvsection")
 SEARCH_PARAMS = ("srsearch", "gsrsearch")
 MAX_SEARCH_CHARS = 300  # CirrusSearch's bound on a search text
 
@@ -25,6 +28,10 @@ def refused(p: Mapping[str, str]) -> tuple[str, str] | None:
         raw = p.get(name)
         if raw and raw != "max" and not is_integer(raw):
             return "badinteger", f'Invalid value "{raw[:50]}" for integer parameter "{name}".'
+    for name, raw in p.items():
+        if name.endswith(INTEGER_SUFFIXES) or name in INTEGER_LISTS:
+            if any(ch.isdigit() and not ch.isascii() for ch in raw):
+                return "badinteger", f'Invalid value "{raw[:50]}" for integer parameter "{name}".'
     for name in SEARCH_PARAMS:
         text = p.get(name) or ""
         if len(text) > MAX_SEARCH_CHARS:

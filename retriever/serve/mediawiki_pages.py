@@ -17,7 +17,6 @@ from retriever.serve import mediawiki_extra as extra
 from wikiground.records import Page
 
 __all__ = [
-    "bad_integer",
     "by_revids",
     "cut_extract",
     "parse_more",
@@ -25,23 +24,10 @@ __all__ = [
     "suggest",
 ]
 
-INTEGER_SUFFIXES = ("limit", "offset", "chars", "sentences")
-INTEGER_PARAMS = ("pageids", "revids", "pageid", "oldid", "section", "rvsection")
 EXCHARS_MAX = 1200  # TextExtracts' bound on exchars
 EXSENTENCES_MAX = 10  # and on exsentences
 SUGGEST_HITS = 5  # hits whose titles may be suggested
 SUGGEST_RATIO = 0.75  # how close in spelling (difflib's ratio) a suggested title is to the query
-
-
-def bad_integer(p: Mapping[str, str]) -> dict[str, Any] | None:
-    """MediaWiki's ``badinteger`` error for an integer parameter written with digits other than ASCII ones (which
-    Python's ``int`` would read)."""
-    for name, value in p.items():
-        if not (name.endswith(INTEGER_SUFFIXES) or name in INTEGER_PARAMS):
-            continue
-        if any(ch.isdigit() and not ch.isascii() for ch in value):
-            return mw.error("badinteger", f'Invalid value "{value}" for integer parameter "{name}".')
-    return None
 
 
 def _lead_sentences(store: Any, page: Page) -> list[str]:
