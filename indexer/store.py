@@ -334,7 +334,9 @@ def open_delta(index_dir: Path) -> tuple[Any | None, tuple]:
                 con.execute(f"DETACH DATABASE IF EXISTS seg{n}")
         staged.append(n)
         for table, dead in (("pages", False), ("tombstones", True)):
-            for page_id, rev_id, stamp in con.execute(f"SELECT page_id, rev_id, rev_timestamp FROM s{n}.{table}"):
+            for page_id, rev_id, stamp in con.execute(
+                f"SELECT page_id, rev_id, rev_timestamp FROM s{n}.{table}"
+            ).fetchall():
                 key = (-1 if rev_id is None else int(rev_id), stamp or "", n, dead)
                 if page_id not in best or key > best[int(page_id)][0]:
                     best[int(page_id)] = (key, n, dead)

@@ -129,8 +129,7 @@ def update_index(
             tables = run.pending.tables()
             tables["delta_files"] = [r.row(_now()) for r in records]
             name = write_segment(folder, tables)
-    if name is not None:
-        record_updates(index_dir)
+    record_updates(index_dir)  # also completes the record of an update killed between its segment and this
     seconds = time.perf_counter() - started
     log.info("update of %s: %d file(s) applied, %d skipped, %.1f s", index_dir, len(records), len(skipped), seconds)
     return {
@@ -298,7 +297,7 @@ def record_updates(index_dir: Path) -> dict[str, Any]:
         return manifest
     try:
         cols = [d[0] for d in con.execute("SELECT * FROM delta_files LIMIT 0").description]
-        rows = con.execute("SELECT * FROM delta_files ORDER BY applied_at, name").fetchall()
+        rows = con.execute("SELECT * FROM delta_files").fetchall()
         count = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("pages", "tombstones")}
         stale = con.execute("SELECT count(DISTINCT page_id) FROM stale_pages").fetchone()[0]
     finally:
