@@ -539,6 +539,10 @@ class Store:
         For listings the lookups below do not cover; the tables are those of ``indexer.schema``."""
         return self._all(sql, params)
 
+    def base_rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Rows of ``sql`` over the built store only (a page the delta replaced or deleted included)."""
+        return self._main.cursor().execute(sql, list(params)).fetchall()
+
     def delta_rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """Rows of ``sql`` over the live delta only (none without one): what :attr:`graph` does not hold."""
         rows: list[tuple] = []
@@ -611,6 +615,8 @@ class Store:
         sql = f"SELECT {_PASSAGE_COLS} FROM passages WHERE page_id = ? ORDER BY passage_index"
         if limit:
             sql += f" LIMIT {int(limit)}"
+        if int(page_id) in self.shadow.hidden:  # the delta's revision of the page, or none
+            return [_passage(r) for r in self.delta_rows(sql, [int(page_id)])]
         return [_passage(r) for r in self._all(sql, [int(page_id)])]
 
     def lead_passages(self, page_ids: Iterable[int]) -> dict[int, Passage]:

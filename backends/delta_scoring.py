@@ -1,0 +1,78 @@
+"""The TF-IDF and dense channels' delta parts (``backends.delta_parts``): the delta's passages scored as the base
+scores its own. TF-IDF: the base's hashing and idf (a term no base passage holds has no weight, as in the base).
+Dense: the base's encoder, the same query vector as the base's search; only the pages' lead passages where the
+base embedded only leads."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from backends.delta_parts import DeltaCorpus, top_hits
+
+
+def _texts(corpus: DeltaCorpus, rows: np.ndarray) -> list[str]:
+    from backends.encoder import passage_text
+
+    return [passage_text(corpus.titles[r], corpus.headings[r], corpus.texts[r]) for r in rows.tolist()]
+
+
+class TfidfPart:
+    """The delta's passages as TF-IDF vectors of the base, one sparse matrix (passages x term ids)."""
+
+    def __init__(self, base: Any, corpus: DeltaCorpus, previous: Any = None):
+        from scipy import sparse
+
+        self.base = base
+        self.corpus = corpus
+        vectors = base.vectorize_many(_texts(corpus, np.arange(len(corpus))))
+        indptr = np.cumsum([0] + [len(t) for t, _ in vectors])
+        indices = np.concatenate([t for t, _ in vectors]) if vectors else np.zeros(0, dtype=np.int64)
+        data = np.concatenate([w for _, w in vectors]) if vectors else np.zeros(0, dtype=np.float32)
+        shape = (len(corpus), max(len(base.idf), 1))
+        self.matrix = sparse.csr_matrix((data, indices, indptr), shape=shape).tocsc()
+
+    def search_batch(self, queries: list[str], k: int) -> list[list]:
+        out = []
+        for tids, weights in self.base.vectorize_many(queries):
+            if not len(tids):
+                out.append([])
+                continue
+            scores = np.asarray(self.matrix[:, tids] @ weights).ravel().astype(np.float32)
+            out.append(top_hits(self.corpus, scores, k, self.base.name))
+        return out
+
+
+class DensePart:
+    """The delta's passages embedded by the base's encoder; a passage's vector is kept while its text is the
+    same (a new segment does not embed the unchanged ones again)."""
+
+    def __init__(self, base: Any, corpus: DeltaCorpus, previous: DensePart | None = None):
+        self.base = base
+        self.corpus = corpus
+        self.rows = corpus.leads if getattr(base, "rows", None) is not None else np.arange(len(corpus))
+        texts = _texts(corpus, self.rows)
+        keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=12).digest() for t in texts]
+        known = previous.cache if previous is not None else {}
+        todo = [i for i, key in enumerate(keys) if key not in known]
+        if todo:
+            fresh = base.encoder.encode([texts[i] for i in todo])
+            known = {**known, **{keys[i]: fresh[j] for j, i in enumerate(todo)}}
+        self.cache = {key: known[key] for key in keys}
+        dim = int(base.vectors.shape[1])
+        self.vectors = np.stack([self.cache[key] for key in keys]) if keys else np.zeros((0, dim), dtype=np.float32)
+
+    def search_with_base(self, queries: list[str], k: int) -> tuple[list[list], list[list]]:
+        """The base's hits and the delta's for ``queries``, from one encoding of them."""
+        live = self.base.searchable(queries)
+        if not live or k <= 0:
+            return [[] for _ in queries], [[] for _ in queries]
+        q = self.base.encoder.encode_queries([queries[i] for i in live])
+        base_hits = self.base.search_encoded(queries, q, k)
+        delta_hits: list[list] = [[] for _ in queries]
+        sims = (self.vectors @ q.T).T if len(self.vectors) else np.zeros((len(live), 0), dtype=np.float32)
+        for row, i in enumerate(live):
+            delta_hits[i] = top_hits(self.corpus, sims[row], k, self.base.name, self.rows)
+        return base_hits, delta_hits
