@@ -173,7 +173,7 @@ class _Run:
             digest = sha256_of(path)
             if digest in self.applied:
                 skipped.append({"name": path.name, "sha256": digest, "reason": "already applied"})
-                self.note(f"{path}: already applied (sha256 {digest[:12]}...); skipped")
+                log.info("%s: already applied (sha256 %s); skipped", path, digest)
                 continue
             self.applied.add(digest)
             record = FileRecord(path.name, digest, kind)
