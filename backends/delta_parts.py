@@ -112,7 +112,9 @@ class MergedChannel:
 
     def close(self) -> None:
         self._part = None
-        self.base.close()
+        close = getattr(self.base, "close", None)  # the Backend protocol's close, where the base has one
+        if close is not None:
+            close()
 
 
 def _batch(backend: Any, queries: list[str], k: int) -> list[list[Hit]]:
