@@ -49,7 +49,11 @@ class BM25Part:
                 docs = self._tokens(texts.get(field, contents))
                 n, total = self._reader.getDocCount(field), self._reader.getSumTotalTermFreq(field)
                 avgdl = total / n if n > 0 else 1.0
-                lengths = [small.byte4ToInt(small.intToByte4(len(d))) for d in docs]
+                stored: dict[int, int] = {}  # a length as Lucene stores it, asked of Java once per length
+                lengths = [
+                    stored.get(len(d)) or stored.setdefault(len(d), small.byte4ToInt(small.intToByte4(len(d))))
+                    for d in docs
+                ]
                 self.norms[field] = self.k1 * (1 - self.b + self.b * np.asarray(lengths, dtype=np.float64) / avgdl)
                 self.postings[field] = _postings(docs)
                 self._stats[field] = n

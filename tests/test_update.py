@@ -246,3 +246,29 @@ def test_the_cli_updates_and_reports(base, tmp_path):
     assert again.returncode == 0 and "already applied" in again.stdout and "nothing new" in again.stdout
     bad = subprocess.run([*cmd[:-1], str(tmp_path / "missing.xml")], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 1 and "missing.xml: no such file" in bad.stderr
+
+
+def test_the_tfidf_delta_part_scores_as_the_base(base):
+    """Base passages scored by the TF-IDF delta part get the base's own cosine scores."""
+    from backends import load
+    from backends.delta_parts import DeltaCorpus
+    from backends.delta_scoring import TfidfPart
+
+    index = base[0]
+    with Store.open(index) as store:
+        tfidf = load("tfidf", index, store=store)
+        for claim in CLAIMS:
+            hits = tfidf.search(claim, 10)
+            found = store.passages([h.passage_id for h in hits])
+            ids = [h.passage_id for h in hits]
+            corpus = DeltaCorpus(
+                np.array(ids),
+                np.array([h.page_id for h in hits]),
+                [found[i].title for i in ids],
+                [found[i].heading_path for i in ids],
+                [found[i].text for i in ids],
+                np.arange(len(ids)),
+            )
+            ours = {h.passage_id: h.score for h in TfidfPart(tfidf, corpus).search_batch([claim], 10)[0]}
+            assert ours.keys() == {h.passage_id for h in hits}
+            assert all(abs(ours[h.passage_id] - h.score) < 1e-5 for h in hits)
