@@ -12,7 +12,7 @@ passage stating its last fact, carrying the path and the sentence or infobox row
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Any
 from backends.entities import STOPWORDS, Mention
 from backends.title import MAX_QUERY_CHARS, TitleBackend
 from indexer.graph_lookups import FACT_ORDER
-from indexer.store import Store, in_keys
+from indexer.store import DeltaShadow, Store, in_keys
 from wikiground.records import Hit
 from wikiground.text import words
 
@@ -203,10 +203,8 @@ class KgBackend:
         graph = self.store.graph
         pattern = r"\b(" + "|".join(sorted(re.escape(t) for t in terms)) + ")" if terms else None
         hop1 = _hop1_sql(entity_ids)
-        if graph is None:
-            rows = _asking(self.store.rows(*hop1))
-        else:
-            rows = graph.facts(entity_ids, per_subject=MAX_HOP1) + _asking(self.store.delta_rows(*hop1))
+        base = graph.facts(entity_ids, per_subject=MAX_HOP1) if graph else _asking(self.store.base_rows(*hop1))
+        rows = _unshadowed(base, self.store.shadow) + _asking(self.store.delta_rows(*hop1))
         per_entity: dict[int, int] = {}
         first: list[tuple] = []
         for r in rows:
@@ -218,17 +216,18 @@ class KgBackend:
         if mids:
             hop2 = _hop2_sql(mids, entity_ids, pattern or r"^\b$", MAX_HOP2)
             if graph is None:
-                second = _asking(self.store.rows(*hop2))
+                base = _asking(self.store.base_rows(*hop2))
             else:
                 # RE2's \b, which DuckDB's regexp_matches uses, is an ASCII word boundary
                 regex = re.compile(pattern, re.ASCII) if pattern else None
-                second = graph.facts_reaching(mids, entity_ids, regex, MAX_HOP2) + _asking(self.store.delta_rows(*hop2))
+                base = graph.facts_reaching(mids, entity_ids, regex, MAX_HOP2)
+            second = _unshadowed(base, self.store.shadow) + _asking(self.store.delta_rows(*hop2))
         sentences = self._sentences([*first, *second])
         facts1 = [Fact(*r[:8]) for r in first]
         facts2 = [Fact(*r[:8]) for r in second]
-        live = set(self.store.live_fetch_times({f.subject_id for f in (*facts1, *facts2)}))
-        if live:
-            facts1, facts2 = _marked_live(facts1, live), _marked_live(facts2, live)
+        origins = self.store.delta_origins({f.subject_id for f in (*facts1, *facts2)})
+        if origins:
+            facts1, facts2 = _marked_origin(facts1, origins), _marked_origin(facts2, origins)
         return [(1, f) for f in facts1] + [(2, f) for f in facts2], sentences
 
     def _sentences(self, rows: list[tuple]) -> dict[tuple, str]:
@@ -296,9 +295,18 @@ def _asking(rows: list[tuple]) -> list[tuple]:
     return [(*r, _ASK) for r in rows]
 
 
-def _marked_live(facts: list[Fact], live: set[int]) -> list[Fact]:
-    """``facts`` with ``origin: live`` on those stated by a page of the live delta."""
-    return [replace(f, origin="live") if f.subject_id in live else f for f in facts]
+def _unshadowed(rows: list[tuple], shadow: DeltaShadow) -> list[tuple]:
+    """The base's facts less those of pages the delta replaced or deleted (the delta states their facts now); a
+    fact whose object page was deleted keeps its object's title, not the page."""
+    hidden, deleted = shadow.hidden, shadow.deleted
+    if not hidden:
+        return rows
+    return [(*r[:4], None, *r[5:]) if r[4] in deleted else r for r in rows if r[0] not in hidden]
+
+
+def _marked_origin(facts: list[Fact], origins: Mapping[int, tuple[str, str | None]]) -> list[Fact]:
+    """``facts`` with the origin (``update`` or ``live``) of those stated by a page of the delta."""
+    return [replace(f, origin=origins[f.subject_id][0]) if f.subject_id in origins else f for f in facts]
 
 
 def rank_paths(

@@ -10,63 +10,25 @@ sentences by the indexer's own chunker, as the main store's is.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
-import os
-import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from backends.entities import strip_disambiguator
 from fallback.live import LivePage
 from indexer.chunking import DEFAULT_TARGET_WORDS, chunk_section
-from indexer.schema import DDL
+from indexer.delta_segment import delta_lock, remove_stale_parts, write_segment
 from indexer.store import delta_revisions
-from wikiground.errors import BuildError
-from wikiground.layout import (
-    DELTA_LOCK_FILE,
-    DELTA_SEGMENT_SUFFIX,
-    FILE_MODE,
-    LIVE_PASSAGE_ID_BASE,
-    LIVE_PASSAGES_PER_PAGE,
-    delta_dir,
-)
+from wikiground.layout import LIVE_PASSAGE_ID_BASE, LIVE_PASSAGES_PER_PAGE, delta_dir
 from wikiground.text import normalize_title
 
-__all__ = ["LIVE_PASSAGE_ID_BASE", "delta_dir", "live_passage_id", "write_live_pages"]
+__all__ = ["LIVE_PASSAGE_ID_BASE", "delta_dir", "delta_lock", "live_passage_id", "write_live_pages"]
 
 log = logging.getLogger(__name__)
-
-STALE_PART_SECONDS = 3600  # a temporary segment untouched this long belongs to a writer that died
 
 
 def live_passage_id(page_id: int, index: int) -> int:
     return LIVE_PASSAGE_ID_BASE + int(page_id) * LIVE_PASSAGES_PER_PAGE + index
-
-
-@contextlib.contextmanager
-def delta_lock(index_dir: Path) -> Iterator[Path]:
-    """Hold ``delta/.lock`` shared (writers run side by side; a build carrying the delta into a new folder holds
-    it exclusively). Yields the delta folder, checked to be the one now at ``index_dir`` (a rebuild may have
-    swapped the folder while this writer waited)."""
-    while True:
-        folder = delta_dir(index_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / DELTA_LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            try:
-                same = os.stat(path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                yield folder
-                return
-        finally:
-            os.close(fd)  # closing releases the lock
 
 
 def _page_rows(page: LivePage, resolved: Mapping[str, int] | None = None) -> dict[str, list[tuple]]:
@@ -135,22 +97,12 @@ def _triple_rows(page: LivePage, sentences: list[tuple], resolved: Mapping[str, 
     return out
 
 
-def _write_segment(path: Path, pages: Sequence[LivePage], resolved: Mapping[str, int]) -> None:
-    import duckdb
-
-    con = duckdb.connect(str(path))
-    try:
-        con.execute(DDL)
-        con.execute("BEGIN")
-        for page in pages:
-            for table, rows in _page_rows(page, resolved).items():
-                if rows:
-                    marks = ", ".join("?" * len(rows[0]))
-                    con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
-        con.execute("COMMIT")
-        con.execute("CHECKPOINT")
-    finally:
-        con.close()
+def _segment_tables(pages: Sequence[LivePage], resolved: Mapping[str, int]) -> dict[str, list[tuple]]:
+    tables: dict[str, list[tuple]] = {}
+    for page in pages:
+        for table, rows in _page_rows(page, resolved).items():
+            tables.setdefault(table, []).extend(rows)
+    return tables
 
 
 def _resolved(pages: Sequence[LivePage], resolve: Callable[[list[str]], Mapping[str, int]] | None) -> dict[str, int]:
@@ -162,16 +114,6 @@ def _resolved(pages: Sequence[LivePage], resolve: Callable[[list[str]], Mapping[
     return out
 
 
-def _remove_stale_parts(folder: Path) -> None:
-    """Temporary segments of writers that died: other writers may be filling theirs now, so only old ones go."""
-    cutoff = time.time() - STALE_PART_SECONDS
-    for entry in folder.glob(".seg-*.part*"):
-        with contextlib.suppress(OSError):
-            if entry.stat().st_mtime < cutoff:
-                entry.unlink()
-                log.info("removed %s, left by an interrupted delta writer", entry)
-
-
 def write_live_pages(
     index_dir: Path, pages: Sequence[LivePage], *, resolve: Callable[[list[str]], Mapping[str, int]] | None = None
 ) -> int:
@@ -179,8 +121,6 @@ def write_live_pages(
     the delta at the same revision is skipped). ``resolve`` (titles -> page id after redirects, e.g. from the
     index's store) gives the pages' links and categories their object pages in ``triples``; the pages written
     together resolve one another's titles."""
-    import duckdb
-
     index_dir = Path(index_dir)
     wanted: dict[int, LivePage] = {}
     for page in pages:
@@ -189,21 +129,11 @@ def write_live_pages(
     if not wanted:
         return 0
     with delta_lock(index_dir) as folder:
-        _remove_stale_parts(folder)
+        remove_stale_parts(folder)
         known = delta_revisions(index_dir)
         todo = [p for pid, p in wanted.items() if (pid, p.rev_id) not in known]
         if not todo:
             return 0
-        name = f"seg-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{DELTA_SEGMENT_SUFFIX}"
-        tmp = folder / f".{name}.part"
-        try:
-            _write_segment(tmp, todo, _resolved(todo, resolve))
-            os.chmod(tmp, FILE_MODE)
-            os.replace(tmp, folder / name)
-        except (duckdb.Error, OSError) as exc:
-            raise BuildError(f"{folder / name}: writing live pages failed: {exc}") from exc
-        finally:
-            tmp.unlink(missing_ok=True)
-            Path(f"{tmp}.wal").unlink(missing_ok=True)
+        name = write_segment(folder, _segment_tables(todo, _resolved(todo, resolve)))
     log.info("delta %s: %d live page(s) written to %s", folder, len(todo), name)
     return len(todo)

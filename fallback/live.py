@@ -328,6 +328,7 @@ class LiveFallback:
                 origin="live",
                 retrieved_for_entity=c.entity,
                 fetched_at=c.fetched_at,
+                rev_timestamp=c.fetched_at,  # the API's extracts carry no revision time: when it was read
                 attempt=c.attempt,
             )
             for rank, c in enumerate(relevant[:k], start=1)

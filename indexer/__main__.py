@@ -1,5 +1,6 @@
 """``python -m indexer build --dump PATH --out DIR [--indexes LIST] [--namespaces 0] [--workers N]
-[--dense-scope auto|all|leads] [--dense-tune-queries FILE] [--dense-later auto|yes|no] [--no-embed] [--quiet]``."""
+[--dense-scope auto|all|leads] [--dense-tune-queries FILE] [--dense-later auto|yes|no] [--no-embed] [--quiet]`` and
+``python -m indexer update --index DIR --dump FILE... [--events FILE...]``."""
 
 from __future__ import annotations
 
@@ -118,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_later_options(build)
     build.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     build.add_argument("--verbose", action="store_true", help="debug logging and tracebacks on errors")
+    from indexer import update_cli
+
+    update_cli.add_parser(sub)
     return parser
 
 
@@ -128,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from indexer.build import build_index, parse_index_list
     from wikiground.errors import ConfigError, WikigroundError
+
+    if args.command == "update":
+        return _update(args)
 
     options: dict = {} if args.max_page_chars is None else {"max_page_chars": args.max_page_chars}
     if args.memory is not None:
@@ -196,6 +203,22 @@ def _complete(args: argparse.Namespace) -> dict:
     if not args.quiet and manifest is not None:
         print(f"{args.out}: the dense channel joined the index; queries use it from now on", file=sys.stderr)
     return manifest
+
+
+def _update(args: argparse.Namespace) -> int:
+    from indexer import update_cli
+    from wikiground.errors import ConfigError, WikigroundError
+
+    try:
+        return update_cli.run(args)
+    except KeyboardInterrupt:
+        print("interrupted; the index is as it was before this update", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except WikigroundError as exc:
+        if args.verbose:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from indexer.graph_lookups import Graph
     from indexer.lookups import Lookups
 
-__all__ = ["Resolution", "Store", "in_keys"]
+__all__ = ["DeltaShadow", "Resolution", "Store", "in_keys"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,31 @@ class Resolution:
     exact: bool = True  # False when matched only through the loose normalised key
     origin: str = "local"
     is_disambiguation: bool = False  # the page it resolves to
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaShadow:
+    """What the delta hides of the base: pages it holds a newer revision of (``replaced``), pages deleted since
+    (``deleted``), and ``listing``, the delta files it was read from (a channel's delta part is rebuilt when it
+    changes)."""
+
+    replaced: frozenset[int] = frozenset()
+    deleted: frozenset[int] = frozenset()
+    listing: tuple = ()
+
+    @property
+    def hidden(self) -> frozenset[int]:
+        """Page ids whose base passages no channel may return."""
+        return self.replaced | self.deleted
+
+
+def _shadow_of(delta: Any | None, listing: tuple) -> DeltaShadow:
+    if delta is None:
+        return DeltaShadow(listing=listing)
+    cur = delta.cursor()
+    replaced = frozenset(int(r[0]) for r in cur.execute("SELECT page_id FROM pages").fetchall())
+    deleted = frozenset(int(r[0]) for r in cur.execute("SELECT page_id FROM tombstones").fetchall())
+    return DeltaShadow(replaced, deleted, listing)
 
 
 _PAGE_COLS = "page_id, title, namespace, rev_id, rev_timestamp, is_disambiguation, url, lead"
@@ -290,10 +315,12 @@ _DELTA_KEYED = {"triples": "subject_page_id"}
 
 
 def open_delta(index_dir: Path) -> tuple[Any | None, tuple]:
-    """The delta's segments merged into an in-memory database (the newest revision of each page wins), and the
-    listing it was read from. A segment that cannot be read whole is skipped with a warning: the rest serve."""
+    """The delta's segments merged into an in-memory database (the newest revision of each page wins, a deletion
+    being one more revision: its tombstone), and the listing it was read from. A segment that cannot be read whole
+    is skipped with a warning: the rest serve."""
     import duckdb
 
+    from indexer.delta_schema import DELTA_EXTRA_DDL
     from indexer.schema import DDL
 
     segments = delta_segments(index_dir)
@@ -302,8 +329,8 @@ def open_delta(index_dir: Path) -> tuple[Any | None, tuple]:
         return None, listing
     con = duckdb.connect(":memory:")
     _tune(con)
-    con.execute(DDL)
-    best: dict[int, tuple[tuple, int]] = {}  # page_id -> (revision key, segment number)
+    con.execute(DDL + DELTA_EXTRA_DDL)
+    best: dict[int, tuple[tuple, int, bool]] = {}  # page_id -> (revision key, segment number, is a tombstone)
     staged: list[int] = []
     for n, seg in enumerate(segments):
         try:
@@ -316,34 +343,62 @@ def open_delta(index_dir: Path) -> tuple[Any | None, tuple]:
             with contextlib.suppress(duckdb.Error):
                 con.execute(f"DETACH DATABASE IF EXISTS seg{n}")
         staged.append(n)
-        for page_id, rev_id, stamp in con.execute(f"SELECT page_id, rev_id, rev_timestamp FROM s{n}.pages").fetchall():
-            key = (-1 if rev_id is None else int(rev_id), stamp or "", n)
-            if page_id not in best or key > best[page_id][0]:
-                best[int(page_id)] = (key, n)
+        for table, dead in (("pages", False), ("tombstones", True)):
+            for page_id, rev_id, stamp in con.execute(
+                f"SELECT page_id, rev_id, rev_timestamp FROM s{n}.{table}"
+            ).fetchall():
+                key = (-1 if rev_id is None else int(rev_id), stamp or "", n, dead)
+                if page_id not in best or key > best[int(page_id)][0]:
+                    best[int(page_id)] = (key, n, dead)
     for n in staged:
-        ids = sorted(pid for pid, (_, seg) in best.items() if seg == n)
-        for table in (*_DELTA_TABLES, *_DELTA_KEYED):
-            key = _DELTA_KEYED.get(table, "page_id")
-            sql = f"INSERT INTO {table} SELECT * FROM s{n}.{table} WHERE {key} IN (SELECT unnest(?))"
-            con.execute(sql, [ids])
-        con.execute(
-            f"INSERT INTO sentences SELECT s.* FROM s{n}.sentences s WHERE s.passage_id IN "
-            f"(SELECT passage_id FROM s{n}.passages WHERE page_id IN (SELECT unnest(?)))",
-            [ids],
-        )
+        ids = sorted(pid for pid, (_, seg, dead) in best.items() if seg == n and not dead)
+        gone = sorted(pid for pid, (_, seg, dead) in best.items() if seg == n and dead)
+        _merge_segment(con, n, ids, gone)
+    _merge_redirects(con, staged, {pid for pid, (_, _, dead) in best.items() if dead})
+    for n in staged:
         con.execute(f"DROP SCHEMA s{n} CASCADE")
     return con, listing
 
 
+def _merge_segment(con: Any, n: int, ids: list[int], gone: list[int]) -> None:
+    """The winning pages ``ids`` and tombstones ``gone`` of segment ``n`` into the merged tables."""
+    for table in (*_DELTA_TABLES, *_DELTA_KEYED):
+        key = _DELTA_KEYED.get(table, "page_id")
+        sql = f"INSERT INTO {table} SELECT * FROM s{n}.{table} WHERE {key} IN (SELECT unnest(?))"
+        con.execute(sql, [ids])
+    con.execute(
+        f"INSERT INTO sentences SELECT s.* FROM s{n}.sentences s WHERE s.passage_id IN "
+        f"(SELECT passage_id FROM s{n}.passages WHERE page_id IN (SELECT unnest(?)))",
+        [ids],
+    )
+    con.execute(f"INSERT INTO tombstones SELECT * FROM s{n}.tombstones WHERE page_id IN (SELECT unnest(?))", [gone])
+    for table in ("stale_pages", "delta_files"):
+        con.execute(f"INSERT INTO {table} SELECT * FROM s{n}.{table}")
+
+
+def _merge_redirects(con: Any, staged: list[int], dead: set[int]) -> None:
+    """Redirects the segments hold (a moved page's old title): the newest segment's word on a title wins, and a
+    redirect to a deleted page is dropped."""
+    seen: set[str] = set()
+    for n in reversed(staged):
+        rows = con.execute(f"SELECT * FROM s{n}.redirects").fetchall()
+        fresh = [r for r in rows if r[0] not in seen and r[7] not in dead]
+        seen.update(r[0] for r in rows)
+        if fresh:
+            con.executemany(f"INSERT INTO redirects VALUES ({', '.join('?' * len(fresh[0]))})", fresh)
+
+
 def _stage_segment(con: Any, seg: Path, n: int) -> None:
     """Read a whole segment into schema ``s{n}``: a damaged file fails here, before any of it is used."""
+    from indexer.delta_schema import DELTA_EXTRA_TABLES
+
     con.execute(f"ATTACH {_sql_string(str(seg))} AS seg{n} (READ_ONLY)")
     con.execute(f"CREATE SCHEMA s{n}")
-    for table in (*_DELTA_TABLES, "sentences"):
+    for table in (*_DELTA_TABLES, "sentences", "redirects"):
         con.execute(f"CREATE TABLE s{n}.{table} AS SELECT * FROM seg{n}.{table}")
     sql = "SELECT table_name FROM duckdb_tables() WHERE database_name = ?"
     present = {r[0] for r in con.execute(sql, [f"seg{n}"]).fetchall()}
-    for table in _DELTA_KEYED:
+    for table in (*_DELTA_KEYED, *DELTA_EXTRA_TABLES):
         source = f"seg{n}.{table}" if table in present else f"main.{table} LIMIT 0"  # an older segment: none
         con.execute(f"CREATE TABLE s{n}.{table} AS SELECT * FROM {source}")
 
@@ -386,6 +441,7 @@ class Store:
         self._main = con
         self._delta = delta
         self._delta_listing: tuple = ()
+        self._shadow = DeltaShadow()
         self._lock = threading.Lock()
         self._sentence_tables: dict[int, str] = {}  # id(connection) -> where its sentence ids are read
         self._lookups: Lookups | None = None  # the main store's point lookups as mmap'd files, if built
@@ -427,7 +483,26 @@ class Store:
                 return
             # The replaced connection is not closed here: another thread may be reading it (it is garbage
             # collected once no cursor holds it).
-            self._delta, self._delta_listing = open_delta(self.path)
+            delta, listing = open_delta(self.path)
+            self._shadow = _shadow_of(delta, listing)
+            self._delta, self._delta_listing = delta, listing
+
+    @property
+    def shadow(self) -> DeltaShadow:
+        """The pages of the base the delta replaced or deleted, as of the delta last read (read it again first)."""
+        if self.path is not None:
+            self.reload_delta()
+        return self._shadow
+
+    def delta_origins(self, page_ids: Iterable[int]) -> dict[int, tuple[str, str | None]]:
+        """page_id -> (origin, revision time) of the pages among ``page_ids`` that the delta holds."""
+        ids = sorted({int(i) for i in page_ids})
+        delta = self._delta
+        if not ids or delta is None:
+            return {}
+        keys, params = in_keys(ids)
+        sql = f"SELECT page_id, origin, rev_timestamp FROM pages WHERE page_id IN {keys}"
+        return {int(a): (b, c) for a, b, c in delta.cursor().execute(sql, params).fetchall()}
 
     def live_fetch_times(self, page_ids: Iterable[int]) -> dict[int, str | None]:
         """page_id -> fetch time (``rev_timestamp`` of a live page) of the pages among ``page_ids`` in the delta."""
@@ -473,6 +548,10 @@ class Store:
         """Rows of a read-only ``sql`` over the store, then its live delta (a cursor per call: thread-safe).
         For listings the lookups below do not cover; the tables are those of ``indexer.schema``."""
         return self._all(sql, params)
+
+    def base_rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Rows of ``sql`` over the built store only (a page the delta replaced or deleted included)."""
+        return self._main.cursor().execute(sql, list(params)).fetchall()
 
     def delta_rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """Rows of ``sql`` over the live delta only (none without one): what :attr:`graph` does not hold."""
@@ -546,6 +625,8 @@ class Store:
         sql = f"SELECT {_PASSAGE_COLS} FROM passages WHERE page_id = ? ORDER BY passage_index"
         if limit:
             sql += f" LIMIT {int(limit)}"
+        if int(page_id) in self.shadow.hidden:  # the delta's revision of the page, or none
+            return [_passage(r) for r in self.delta_rows(sql, [int(page_id)])]
         return [_passage(r) for r in self._all(sql, [int(page_id)])]
 
     def lead_passages(self, page_ids: Iterable[int]) -> dict[int, Passage]:
@@ -569,6 +650,8 @@ class Store:
         keys, params = in_keys(ids)
         # The delta after the main store: a page fetched live since the build wins.
         out.update({int(r[1]): (int(r[0]), r[4]) for r in self.delta_rows(_LEAD_SQL.format(keys=keys), params)})
+        for pid in self._shadow.deleted.intersection(out):
+            del out[pid]
         return out
 
     def sentences(self, passage_id: int) -> list[tuple[int, int, str]]:
@@ -616,18 +699,18 @@ class Store:
         canon = {t: canonical_title(t) for t in wanted}
         norm = {t: normalize_title(t) for t in wanted} if loose else {}
         keys = sorted({k for k in norm.values() if k})
-        out: dict[str, Resolution] = {}
+        found_in: list[dict[str, Resolution]] = []
         for con in self._cons():
-            origin = "local" if con is self._main else "live"
+            out: dict[str, Resolution] = {}
+            found_in.append(out)
             if con is self._main and self._lookups is not None:
                 self._resolve_from_table(wanted, canon, norm, out)
                 continue
+            origin = "local" if con is self._main else "delta"
             found: list[dict[str, tuple]] = [{}, {}, {}, {}]  # by kind: exact, redirect, loose title, loose redirect
             for kind, key, *rest in con.cursor().execute(_RESOLVE_SQL, [sorted(set(canon.values())), keys]).fetchall():
                 found[kind][key] = (kind, *rest)
             for t in wanted:
-                if t in out:
-                    continue
                 c, k = canon[t], norm.get(t)
                 row = found[0].get(c) or found[1].get(c) or found[2].get(k) or found[3].get(k)
                 if row is not None:
@@ -642,6 +725,27 @@ class Store:
                         origin=origin,
                         is_disambiguation=bool(dab),
                     )
+        return self._with_delta(wanted, *found_in)
+
+    def _with_delta(
+        self, wanted: list[str], base: dict[str, Resolution], delta: dict[str, Resolution] | None = None
+    ) -> dict[str, Resolution]:
+        """One answer per title from the base's and the delta's: the delta's exact match first (a page changed,
+        moved or added since the base), then the base's unless the delta deleted its page, then the delta's loose
+        match. The delta's resolutions say the origin of their page (``update`` or ``live``)."""
+        delta = delta or {}
+        deleted = self._shadow.deleted
+        origins = self.delta_origins(r.page_id for r in delta.values()) if delta else {}
+        out: dict[str, Resolution] = {}
+        for t in wanted:
+            d, b = delta.get(t), base.get(t)
+            if b is not None and b.page_id in deleted:
+                b = None
+            pick = d if d is not None and (d.exact or b is None) else b
+            if pick is not None and pick is d:
+                pick = replace(pick, origin=origins.get(pick.page_id, ("live",))[0])
+            if pick is not None:
+                out[t] = pick
         return out
 
     def _resolve_from_table(

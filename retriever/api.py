@@ -263,6 +263,10 @@ class Retriever:
                 b = self._backends.get(name)
                 if b is None:
                     b = backends.load(name, self.index_dir or Path(), store=self.store)
+                    if name in BUILT_CHANNELS:
+                        from backends.delta_parts import merged
+
+                        b = merged(name, b, self.store)  # the base and the delta searched as one
                     self._backends[name] = b
         return b
 
@@ -477,7 +481,7 @@ class Retriever:
                 (page.best, page.ranks, [p.passage_id for p in page.passages[1:4]], page.score) for page in pages[:k]
             ]
         rows = self.store.passages_with_pages(p.passage_id for p, _, _, _ in items)
-        fetched = live_fetch_times(self.store, [(psg, page) for psg, page, _ in rows.values()])
+        fetched = delta_origins(self.store, [(psg, page) for psg, page, _ in rows.values()])
         out: list[Evidence] = []
         for fp, ranks, more, page_score in items:
             if fp.passage_id not in rows:
@@ -504,23 +508,32 @@ def kg_evidence(ev: Evidence, triples: Sequence[Mapping[str, Any]], stated: str 
     return replace(ev, source="kg", evidence_text=stated, extra=extra)
 
 
+def delta_origins(store: Store, found: Iterable[tuple[Passage, Page]]) -> dict[int, tuple[str, str | None]]:
+    """Origin (``update`` or ``live``) and revision time of the pages among ``found`` that the delta holds: one
+    query for them all."""
+    return store.delta_origins(page.page_id for psg, page in found if psg.passage_id >= LIVE_PASSAGE_ID_BASE)
+
+
 def live_fetch_times(store: Store, found: Iterable[tuple[Passage, Page]]) -> dict[int, str | None]:
     """Fetch times of the pages among ``found`` that were ingested live (the delta): one query for them all."""
-    return store.live_fetch_times(page.page_id for psg, page in found if psg.passage_id >= LIVE_PASSAGE_ID_BASE)
+    return {pid: stamp for pid, (origin, stamp) in delta_origins(store, found).items() if origin == "live"}
 
 
 def stored_evidence(
     psg: Passage,
     page: Page,
-    fetched: Mapping[int, str | None],
+    delta: Mapping[int, tuple[str, str | None]],
     *,
     score: float,
     ranks: Mapping[str, int],
     **fields: Any,
 ) -> Evidence:
-    """Evidence for a passage of the store. A page ingested live (the delta) keeps ``origin: live`` and its fetch
-    time (``fetched``, from :func:`live_fetch_times`); the others are ``local``."""
-    live = psg.passage_id >= LIVE_PASSAGE_ID_BASE and page.page_id in fetched
+    """Evidence for a passage of the store: ``origin`` ``local`` (the built base), or, for a page of the delta
+    (``delta``, from :func:`delta_origins`), ``update`` (applied from a dump or events file) or ``live`` (fetched
+    live, with its fetch time), each with its revision id and time."""
+    origin, stamp = ("local", page.rev_timestamp)
+    if psg.passage_id >= LIVE_PASSAGE_ID_BASE and page.page_id in delta:
+        origin, stamp = delta[page.page_id]
     return Evidence(
         title=page.title,
         page_id=page.page_id,
@@ -532,8 +545,9 @@ def stored_evidence(
         ranks=dict(ranks),
         url=page.url,
         rev_id=page.rev_id,
-        origin="live" if live else "local",
-        fetched_at=fetched.get(page.page_id) if live else None,
+        origin=origin,
+        fetched_at=stamp if origin == "live" else None,
+        rev_timestamp=stamp,
         **fields,
     )
 

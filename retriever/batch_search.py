@@ -91,6 +91,7 @@ class _BlockStore:
             "lead_passage_ids": _Memo(store.lead_passage_ids, int),
             "passages_with_pages": _Memo(store.passages_with_pages, int),
             "live_fetch_times": _Memo(store.live_fetch_times, int),
+            "delta_origins": _Memo(store.delta_origins, int),
         }
 
     def __getattr__(self, name: str) -> Any:
@@ -124,6 +125,9 @@ class _BlockStore:
 
     def live_fetch_times(self, page_ids: Iterable[int]) -> dict[int, Any]:
         return self._lookup("live_fetch_times", page_ids)
+
+    def delta_origins(self, page_ids: Iterable[int]) -> dict[int, Any]:
+        return self._lookup("delta_origins", page_ids)
 
     def each(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         """``[call() for call in calls]``, the store lookups they make fetched for all of them at once, round by

@@ -239,7 +239,7 @@ def test_evidence_to_dict_is_asdict_shape_with_containers_copied():
         "Aristotle", 1, 2, "Life", "Aristotle was ...", "kg", 0.5, ranks={"bm25": 1}, hop=2,
         extra={"sentence_ids": [0, 1], "triples": [{"subject": "Aristotle", "object": ("Plato",)}]},
     )  # fmt: skip
-    optional = ("fetched_at", "attempt", "hop", "retrieved_for_entity")  # left out when unset
+    optional = ("fetched_at", "rev_timestamp", "attempt", "hop", "retrieved_for_entity")  # left out when unset
     plain = asdict(ev)
     expected = {k: v for k, v in plain.items() if k != "extra" and not (k in optional and v is None)} | plain["extra"]
     out = ev.to_dict()

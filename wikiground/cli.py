@@ -1,6 +1,7 @@
 """The ``wikiground`` command: one entry point over the project's command lines.
 
-``wikiground index ...`` is ``python -m indexer build ...``, ``wikiground embed ...`` is
+``wikiground index ...`` is ``python -m indexer build ...``, ``wikiground update ...`` is
+``python -m indexer update ...``, ``wikiground embed ...`` is
 ``python -m indexer.embed ...``, ``wikiground query ...`` is ``python -m retriever.query ...``,
 ``wikiground serve ...`` is ``python -m retriever.serve ...`` and ``wikiground mcp ...`` is
 ``python -m retriever.mcp ...``: the same
@@ -18,6 +19,7 @@ USAGE = """usage: wikiground [--version] COMMAND [ARGS...]
 
 commands:
   index   build an index folder from dumps or corpora   (python -m indexer build)
+  update  apply newer dumps and page_change events       (python -m indexer update)
   embed   dense embeddings in resumable shards           (python -m indexer.embed)
   query   evidence for claims from an index folder      (python -m retriever.query)
   serve   serve an index folder over HTTP               (python -m retriever.serve)
@@ -33,6 +35,12 @@ def _index(argv: Sequence[str]) -> int:
     from indexer.__main__ import main
 
     return main(["build", *argv])
+
+
+def _update(argv: Sequence[str]) -> int:
+    from indexer.__main__ import main
+
+    return main(["update", *argv])
 
 
 def _embed(argv: Sequence[str]) -> int:
@@ -73,6 +81,7 @@ def _eval(argv: Sequence[str]) -> int:
 
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "index": _index,
+    "update": _update,
     "embed": _embed,
     "query": _query,
     "serve": _serve,

@@ -73,6 +73,7 @@ class Evidence:
     origin: Origin = "local"
     retrieved_for_entity: str | None = None
     fetched_at: str | None = None
+    rev_timestamp: str | None = None  # the revision's time (a live page's: when it was fetched)
     attempt: int | None = None
     hop: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -83,7 +84,7 @@ class Evidence:
         search returns."""
         d = {name: _copied(getattr(self, name)) for name in _EVIDENCE_FIELDS}
         # Optional provenance keys are omitted when unset, so local and live items differ only where they must.
-        for key in ("fetched_at", "attempt", "hop", "retrieved_for_entity"):
+        for key in ("fetched_at", "rev_timestamp", "attempt", "hop", "retrieved_for_entity"):
             if d[key] is None:
                 d.pop(key)
         d.update(_copied(self.extra))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -352,10 +353,23 @@ class DenseBackend:
         if k < 0:
             raise QueryError(f"k must be >= 0, got {k}")
         results: list[list[Hit]] = [[] for _ in queries]
-        live = [i for i, q in enumerate(queries) if isinstance(q, str) and words(q)]
+        live = self.searchable(queries)
         if not live or k == 0 or len(self) == 0:
             return results
-        q = self.encoder.encode_queries([queries[i] for i in live])
+        return self.search_encoded(queries, self.encoder.encode_queries([queries[i] for i in live]), k)
+
+    @staticmethod
+    def searchable(queries: Sequence[str]) -> list[int]:
+        """Positions of the queries that have words to encode (the others have no hits)."""
+        return [i for i, q in enumerate(queries) if isinstance(q, str) and words(q)]
+
+    def search_encoded(self, queries: Sequence[str], q: np.ndarray, k: int) -> list[list[Hit]]:
+        """:meth:`search_batch` with the query vectors given: ``q`` holds those of :meth:`searchable` ``queries``
+        (the delta part scores its passages against the same vectors)."""
+        results: list[list[Hit]] = [[] for _ in queries]
+        live = self.searchable(queries)
+        if not live or k <= 0 or len(self) == 0:
+            return results
         kk = min(k, len(self))
         ids, scores = self._approximate(q, kk) if self.ivf is not None else self._exact(q, kk)
         if self.rows is not None:  # scope leads: rows of vectors.npy -> passage ids

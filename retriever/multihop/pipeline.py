@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.entities import find_mentions
-from retriever.api import NO_ID, live_fetch_times, output_line, stored_evidence
+from retriever.api import NO_ID, delta_origins, output_line, stored_evidence
 from retriever.fusion import fuse
 from retriever.multihop.bridges import find_bridges
 from retriever.multihop.params import KINDS, MultiHopParams
@@ -277,7 +277,7 @@ class MultiHopRetriever:
         psgs = self.store.passages({c.passage_id for c in final})
         pages = self.store.pages({c.page_id for c in final})
         found = {c.passage_id: (psgs.get(c.passage_id), pages.get(c.page_id)) for c in final}
-        fetched = live_fetch_times(self.store, [(psg, page) for psg, page in found.values() if psg and page])
+        fetched = delta_origins(self.store, [(psg, page) for psg, page in found.values() if psg and page])
         out: list[Evidence] = []
         for c in final:
             psg, page = found[c.passage_id]

@@ -1,0 +1,122 @@
+"""``wikiground update`` at scale: an increment of N changed pages applied to a built index, and the fused query
+latency with that delta against the same index without one.
+
+The base is a folder of links to a built index (its store, lookups and channel folders; never written) beside a
+copy of its manifest and an empty ``delta/``, so the built index itself is left alone. The increment is the first N
+articles of the base's own dump, each revised as an editor would (a sentence changed, a section added) and written
+as an adds-changes file: two ``<revision>``s per ``<page>``, the original and the edit.
+
+python -m benchmarks.bench_update --index /work/scratch/scale/idx-4M --dump /work/scratch/scale/synth-4M.xml.bz2 \
+    --pages 10000 --work /work/scratch/h39-bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import json
+import shutil
+import time
+from pathlib import Path
+
+from benchmarks.common import ROOT, latency, page_metrics, read_claims
+
+EDIT_NOTE = "In 2026 the article was revised to describe its subject's recent history."
+
+
+def shadow_index(index: Path, work: Path) -> Path:
+    """``work/index``: links to ``index``'s files, its manifest copied, a delta of its own."""
+    out = work / "index"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    for entry in index.iterdir():
+        if entry.name == "manifest.json":
+            shutil.copy(entry, out / entry.name)
+        elif entry.name != "delta":
+            (out / entry.name).symlink_to(entry.resolve())
+    return out
+
+
+def increment(dump: Path, out: Path, pages: int) -> Path:
+    """The first ``pages`` articles of ``dump`` revised, as an adds-changes file."""
+    import mwxml
+
+    from tests.support.wikidump import DumpPage, Revision, write_dump
+
+    found = []
+    with bz2.open(dump, "rb") as fh:
+        for page in mwxml.Dump.from_file(fh).pages:
+            revs = list(page)
+            if page.namespace != 0 or page.redirect or not revs or not revs[-1].text:
+                continue
+            rev = revs[-1]
+            text = rev.text
+            edited = text.replace(". ", ", as recorded. ", 1) + f"\n\n== Recent history ==\n{EDIT_NOTE}\n"
+            found.append(
+                DumpPage(
+                    page.id,
+                    page.title,
+                    [
+                        Revision(rev.id, rev.timestamp.long_format(), text),
+                        Revision(rev.id + 1, "2026-11-26T10:00:00Z", edited, "update"),
+                    ],
+                )
+            )
+            if len(found) >= pages:
+                break
+    return write_dump(out / "enwiki-20261126-pages-meta-hist-incr.xml.bz2", found)
+
+
+def fused_latency(index: Path, claims: list[dict], k: int = 5) -> dict:
+    from retriever import Retriever
+
+    with Retriever.open(index) as r:
+        t0 = time.perf_counter()
+        r.search("warm up the channels and the delta parts", k)
+        first = time.perf_counter() - t0
+        ms, rankings = [], []
+        for c in claims:
+            t = time.perf_counter()
+            res = r.search(c["claim"], k)
+            ms.append((time.perf_counter() - t) * 1000)
+            rankings.append([e.title for e in res.evidence])
+    golds = [c.get("gold_titles") or c.get("titles") or [] for c in claims]
+    return {"first_search_s": round(first, 2), **latency(ms), **page_metrics(rankings, golds, (5,))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--index", type=Path, required=True)
+    p.add_argument("--dump", type=Path, required=True, help="the dump the index was built from")
+    p.add_argument("--pages", type=int, default=10_000)
+    p.add_argument("--claims", type=int, default=100)
+    p.add_argument("--work", type=Path, required=True)
+    args = p.parse_args(argv)
+    from indexer.update import update_index
+
+    args.work.mkdir(parents=True, exist_ok=True)
+    claims = read_claims(ROOT / "tests" / "data" / "claims" / "fever_dev_vital.jsonl", args.claims)
+    t = time.perf_counter()
+    incr = increment(args.dump, args.work, args.pages)
+    made = time.perf_counter() - t
+    index = shadow_index(args.index, args.work)
+    none = fused_latency(index, claims)
+    t = time.perf_counter()
+    summary = update_index(index, [incr])
+    applied = time.perf_counter() - t
+    with_delta = fused_latency(index, claims)
+    result = {
+        "pages": args.pages,
+        "increment_bytes": incr.stat().st_size,
+        "increment_written_s": round(made, 1),
+        "update_s": round(applied, 1),
+        "applied": summary["applied"],
+        "no_delta": none,
+        "with_delta": with_delta,
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

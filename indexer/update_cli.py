@@ -1,0 +1,63 @@
+"""``python -m indexer update`` (``wikiground update``): its options and its output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    update = sub.add_parser(
+        "update",
+        help="apply adds-changes / pages-articles dumps and page_change events to an index (no rebuild)",
+        description="Make an index current: newer revisions, new pages, deletions and moves go into its delta, "
+        "which every channel searches with the base.",
+    )
+    update.add_argument("--index", required=True, type=Path, metavar="DIR", help="the index folder to update")
+    update.add_argument(
+        "--dump",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="MediaWiki XML (.xml/.bz2/.xz/.gz): an adds-changes file (pages-meta-hist-incr) or a pages-articles "
+        "export; the newest revision of each page is kept; repeatable",
+    )
+    update.add_argument(
+        "--events",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="mediawiki.page_change.v1 events as JSON lines: deletes, undeletes and moves are applied, edits "
+        "without text are noted as stale; repeatable",
+    )
+    update.add_argument("--workers", type=int, default=None, metavar="N", help="cleaner processes (default: CPUs)")
+    update.add_argument("--json", action="store_true", help="print the update's summary as JSON")
+    update.add_argument("--quiet", action="store_true", help="warnings only")
+    update.add_argument("--verbose", action="store_true", help="debug logging and tracebacks on errors")
+
+
+def run(args: argparse.Namespace) -> int:
+    from indexer.update import update_index
+
+    summary = update_index(args.index, args.dump, args.events, workers=args.workers)
+    if args.json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+    elif not args.quiet:
+        print(describe(args.index, summary))
+    return 0
+
+
+def describe(index: Path, summary: dict) -> str:
+    """One line per file: what it changed, or why it was skipped."""
+    lines = []
+    for r in summary["applied"]:
+        lines.append(
+            f"{r['name']}: {r['pages_added']} added, {r['pages_changed']} changed, {r['pages_deleted']} deleted, "
+            f"{r['pages_moved']} moved, {r['pages_undeleted']} undeleted, {r['pages_stale']} stale, "
+            f"{r['skipped_older']} older revision(s) skipped"
+        )
+    lines.extend(f"{s['name']}: {s['reason']}, skipped" for s in summary["skipped_files"])
+    segment = summary["segment"] or "nothing new"
+    lines.append(f"{index}: delta {segment}; {summary['seconds']:.1f}s")
+    return "\n".join(lines)

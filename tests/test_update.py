@@ -1,0 +1,274 @@
+"""``wikiground update`` and the delta every channel searches: real gensim-fixture pages revised as an editor
+would (a sentence changed, a section added), written as Wikimedia writes adds-changes files and page_change events;
+live pages (vital-article summaries) that rank as if they had been built."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fallback.delta import write_live_pages
+from fallback.live import LivePage
+from indexer.store import Store
+from indexer.update import update_index
+from retriever import Retriever
+from tests.support.wikidump import DumpPage, Events, Revision, read_pages, write_dump
+from wikiground.errors import InputError
+from wikiground.layout import delta_segments
+
+from .conftest import ROOT
+
+EDITED = "Aristotle"
+DELETED = "Alabama"
+MOVED = "Achilles"
+NEW_TITLE = "Achilles (hero)"
+ADDED_SECTION = (
+    "\n\n== Reception in the 21st century ==\n"
+    "In 2025 the Lyceum Society of Stagira named its new observatory after Aristotle, the first telescope "
+    "dedicated to a philosopher.\n"
+)
+
+
+@pytest.fixture(scope="module")
+def base(gensim_index, gensim_dump, tmp_path_factory):
+    """A copy of the session's gensim index (BM25, dense, TF-IDF), and the fixture's pages this module revises."""
+    out = tmp_path_factory.mktemp("update") / "index"
+    shutil.copytree(gensim_index, out)
+    return out, read_pages(gensim_dump, [EDITED, DELETED, MOVED])
+
+
+def _inputs(folder, pages):
+    """An adds-changes file revising Aristotle twice (a sentence changed, then a section added), and events that
+    delete Alabama and move Achilles."""
+    pid, rev, stamp, text = pages[EDITED]
+    first = text.replace("and scientist born in the city of", "and polymath born in the town of", 1)
+    assert first != text
+    dump = write_dump(
+        folder / "enwiki-20261126-pages-meta-hist-incr.xml.bz2",
+        [
+            DumpPage(
+                pid,
+                EDITED,
+                [
+                    Revision(rev + 100, "2026-11-25T09:00:00Z", first, "copyedit"),
+                    Revision(rev + 200, "2026-11-26T09:00:00Z", first + ADDED_SECTION, "reception"),
+                ],
+            )
+        ],
+    )
+    dpid, drev, _, _ = pages[DELETED]
+    mpid, mrev, _, _ = pages[MOVED]
+    events = Events().add("delete", dpid, DELETED, drev, "2026-11-26T10:00:00Z")
+    events.add("move", mpid, NEW_TITLE, mrev + 1, "2026-11-26T11:00:00Z", prior_title=MOVED)
+    return dump, events.write(folder / "page_change.jsonl")
+
+
+@pytest.fixture(scope="module")
+def updated(base, tmp_path_factory):
+    index, pages = base
+    folder = tmp_path_factory.mktemp("inputs")
+    dump, events = _inputs(folder, pages)
+    with Retriever.open(index) as r:
+        before = {claim: r.search(claim, 5).to_dict() for claim in CLAIMS}
+    summary = update_index(index, [dump], [events], workers=1)
+    return index, pages, dump, events, summary, before
+
+
+CLAIMS = [
+    "The Lyceum Society of Stagira named its new observatory after Aristotle.",
+    "Alabama is a state in the southeastern United States.",
+    "Achilles was a hero of the Trojan War.",
+]
+
+
+def test_an_update_is_recorded_per_file(updated):
+    index, pages, dump, events, summary, _ = updated
+    by_name = {r["name"]: r for r in summary["applied"]}
+    d, e = by_name[dump.name], by_name[events.name]
+    assert (d["pages_changed"], d["pages_added"], d["kind"]) == (1, 0, "dump")
+    assert d["max_rev_id"] == pages[EDITED][1] + 200 and d["newest_timestamp"] == "2026-11-26T09:00:00Z"
+    assert (e["pages_deleted"], e["pages_moved"]) == (1, 1)
+    manifest = json.loads((index / "manifest.json").read_text(encoding="utf-8"))
+    recorded = {u["name"]: u for u in manifest["updates"]}
+    assert recorded[dump.name]["sha256"] == d["sha256"] and len(d["sha256"]) == 64
+    assert manifest["delta"]["deleted"] == 1
+
+
+def test_the_newest_revision_is_found_and_never_the_old(updated):
+    index = updated[0]
+    with Retriever.open(index) as r:
+        res = r.search(CLAIMS[0], 5, passages=True)
+        assert res.evidence[0].title == EDITED
+        top = next(e for e in res.evidence if "observatory" in e.evidence_text)
+        assert top.title == EDITED and top.origin == "update" and top.rev_id == updated[1][EDITED][1] + 200
+        assert top.rev_timestamp == "2026-11-26T09:00:00Z"
+        for channel in ("bm25", "tfidf", "dense"):
+            assert top.ranks.get(channel) == 1, (channel, top.ranks)
+        old = r.search(
+            "Aristotle was a Greek philosopher and scientist born in the city of Stagira.", 20, passages=True
+        )
+    texts = [e.evidence_text for e in old.evidence if e.title == EDITED]
+    assert any("philosopher and polymath born in the town of Stagira" in t for t in texts), texts
+    assert not any("scientist born in the city of" in t for t in texts)
+    assert all(e.origin == "update" for e in old.evidence if e.title == EDITED)
+
+
+def test_a_deleted_page_never_appears(updated):
+    index = updated[0]
+    with Retriever.open(index) as r:
+        res = r.search(CLAIMS[1], 50, passages=True)
+        assert DELETED not in {e.title for e in res.evidence}
+        for channel in r.channels:
+            hits = r.channel_search(channel, CLAIMS[1], 50)
+            assert updated[1][DELETED][0] not in {h.page_id for h in hits}, channel
+        assert r.store.resolve_title(DELETED) is None
+
+
+def test_a_moved_page_is_found_under_its_new_title_and_its_old_one_redirects(updated):
+    index, pages = updated[0], updated[1]
+    with Retriever.open(index) as r:
+        res = r.search(CLAIMS[2], 5)
+        assert res.evidence[0].title == NEW_TITLE and res.evidence[0].origin == "update"
+        assert MOVED not in {e.title for e in res.evidence}
+        old = r.store.resolve_title(MOVED)
+    assert old.page_id == pages[MOVED][0] and old.title == NEW_TITLE and old.via_redirect == MOVED
+
+
+def test_the_same_update_twice_changes_nothing(updated):
+    index, _, dump, events, _, _ = updated
+    segments = delta_segments(index)
+    with Retriever.open(index) as r:
+        first = [r.search(c, 5).to_dict() for c in CLAIMS]
+    again = update_index(index, [dump], [events], workers=1)
+    assert again["segment"] is None and {s["reason"] for s in again["skipped_files"]} == {"already applied"}
+    assert delta_segments(index) == segments
+    with Retriever.open(index) as r:
+        second = [r.search(c, 5).to_dict() for c in CLAIMS]
+    for a, b in zip(first, second, strict=True):
+        a.pop("timings_ms"), b.pop("timings_ms")
+        assert a == b
+
+
+def test_an_older_revision_is_skipped_with_a_message(updated, tmp_path):
+    index, pages = updated[0], updated[1]
+    pid, rev, stamp, text = pages[EDITED]
+    older = write_dump(tmp_path / "enwiki-pages-articles.xml", [DumpPage(pid, EDITED, [Revision(rev, stamp, text)])])
+    summary = update_index(index, [older], workers=1)
+    (record,) = summary["applied"]
+    assert record["skipped_older"] == 1 and record["pages_changed"] == 0
+    assert any("older than revision" in m and EDITED in m for m in summary["messages"])
+    with Retriever.open(index) as r:
+        found = r.search(CLAIMS[0], 5, passages=True).evidence
+    assert any("observatory" in e.evidence_text for e in found if e.title == EDITED)
+
+
+def test_a_failed_update_leaves_the_index_as_it_was(updated, tmp_path):
+    index = updated[0]
+    segments = delta_segments(index)
+    good = Events().add("delete", updated[1][EDITED][0], EDITED, 10**10, "2026-11-27T00:00:00Z")
+    bad = tmp_path / "broken.jsonl"
+    bad.write_text('{"page_change_kind": "delete", "page": {"page_id": 1}}\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"broken\.jsonl: line 1"):
+        update_index(index, [], [good.write(tmp_path / "good.jsonl"), bad], workers=1)
+    assert delta_segments(index) == segments
+    with Retriever.open(index) as r:
+        assert r.search(CLAIMS[0], 1).evidence[0].title == EDITED
+
+
+def _live(title: str, vital: dict, page_id: int) -> LivePage:
+    return LivePage(
+        title,
+        page_id,
+        page_id * 10 + 3,
+        f"https://en.wikipedia.org/wiki/{title.replace(' ', '_')}",
+        "2026-11-25T01:00:00Z",
+        vital[title],
+    )
+
+
+@pytest.mark.parametrize(
+    ("title", "claim"),
+    [("Marie Curie", "Marie Curie won two Nobel Prizes."), ("Pretoria", "Pretoria is a city in South Africa.")],
+)
+def test_a_live_page_ranks_as_if_built(base, data_dir, tmp_path, title, claim):
+    index = tmp_path / "index"
+    shutil.copytree(base[0], index, ignore=shutil.ignore_patterns("delta"))
+    rows = json.loads((data_dir / "corpora" / "vital_articles_summaries.json").read_text(encoding="utf-8"))
+    vital = {row["title"]: row["extract"] for row in rows.values()}
+    assert write_live_pages(index, [_live(title, vital, 90_000_001)]) == 1
+    with Retriever.open(index) as r:
+        res = r.search(claim, 5)
+    top = res.evidence[0]
+    assert top.title == title and top.origin == "live" and top.fetched_at == "2026-11-25T01:00:00Z"
+    assert {"bm25", "tfidf", "dense", "title"} <= set(top.ranks), top.ranks
+
+
+def test_the_bm25_delta_part_scores_as_lucene(base):
+    """Base passages scored by the delta part equal Lucene's own scores (to Anserini's 4 decimals)."""
+    from backends import load
+    from backends.bm25_delta import BM25Part
+    from backends.delta_parts import DeltaCorpus
+
+    index = base[0]
+    with Store.open(index) as store:
+        bm25 = load("bm25", index, store=store)
+        for claim in CLAIMS:
+            hits = bm25.search(claim, 10)
+            found = store.passages([h.passage_id for h in hits])
+            ids = [h.passage_id for h in hits]
+            corpus = DeltaCorpus(
+                np.array(ids),
+                np.array([h.page_id for h in hits]),
+                [found[i].title for i in ids],
+                [found[i].heading_path for i in ids],
+                [found[i].text for i in ids],
+                np.arange(len(ids)),
+            )
+            ours = {h.passage_id: h.score for h in BM25Part(bm25, corpus).search_batch([claim], 10)[0]}
+            assert ours == {h.passage_id: h.score for h in hits}
+        bm25.close()
+
+
+def test_the_cli_updates_and_reports(base, tmp_path):
+    index = tmp_path / "index"
+    shutil.copytree(base[0], index, ignore=shutil.ignore_patterns("delta"))
+    dump, events = _inputs(tmp_path, base[1])
+    cmd = [sys.executable, "-m", "wikiground", "update", "--index", str(index), "--dump", str(dump)]
+    done = subprocess.run([*cmd, "--events", str(events), "--json"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["segment"]
+    again = subprocess.run([sys.executable, "-m", "indexer", *cmd[3:]], cwd=ROOT, capture_output=True, text=True)
+    assert again.returncode == 0 and "already applied" in again.stdout and "nothing new" in again.stdout
+    bad = subprocess.run([*cmd[:-1], str(tmp_path / "missing.xml")], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 1 and "missing.xml: no such file" in bad.stderr
+
+
+def test_the_tfidf_delta_part_scores_as_the_base(base):
+    """Base passages scored by the TF-IDF delta part get the base's own cosine scores."""
+    from backends import load
+    from backends.delta_parts import DeltaCorpus
+    from backends.delta_scoring import TfidfPart
+
+    index = base[0]
+    with Store.open(index) as store:
+        tfidf = load("tfidf", index, store=store)
+        for claim in CLAIMS:
+            hits = tfidf.search(claim, 10)
+            found = store.passages([h.passage_id for h in hits])
+            ids = [h.passage_id for h in hits]
+            corpus = DeltaCorpus(
+                np.array(ids),
+                np.array([h.page_id for h in hits]),
+                [found[i].title for i in ids],
+                [found[i].heading_path for i in ids],
+                [found[i].text for i in ids],
+                np.arange(len(ids)),
+            )
+            ours = {h.passage_id: h.score for h in TfidfPart(tfidf, corpus).search_batch([claim], 10)[0]}
+            assert ours.keys() == {h.passage_id for h in hits}
+            assert all(abs(ours[h.passage_id] - h.score) < 1e-5 for h in hits)
