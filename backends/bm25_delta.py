@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from backends.bm25 import prepare_query
-from backends.delta_parts import DeltaCorpus, top_hits
+from backends.delta_corpus import DeltaCorpus, top_hits
 
 SEPARATOR = "qqxqqxqq"  # a token the analyzer keeps as it is: many passages analysed in one call, split at it
 ANALYZE_CHARS = 200_000  # text handed to the analyzer per call

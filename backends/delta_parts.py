@@ -14,53 +14,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from backends.delta_corpus import DeltaCorpus, read_corpus, top_hits  # noqa: F401 -- the parts' shared corpus
 from indexer.store import DeltaShadow, Store
 from wikiground.records import Hit
 
 log = logging.getLogger(__name__)
-
-# The delta passages' text as the base channels index it (title, heading path, text).
-_CORPUS_SQL = (
-    "SELECT passage_id, page_id, title, heading_path, text, passage_index, source FROM passages "
-    "ORDER BY page_id, passage_index"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class DeltaCorpus:
-    """The delta's passages, in one order every part indexes them in."""
-
-    passage_ids: np.ndarray
-    page_ids: np.ndarray
-    titles: list[str]
-    headings: list[str]
-    texts: list[str]
-    leads: np.ndarray  # rows of each page's lead passage (first text passage, else first passage)
-
-    def __len__(self) -> int:
-        return len(self.passage_ids)
-
-
-def read_corpus(store: Store) -> DeltaCorpus:
-    rows = store.delta_rows(_CORPUS_SQL)
-    leads: dict[int, tuple[bool, int, int]] = {}
-    for i, r in enumerate(rows):
-        key = (r[6] != "text", int(r[5]), i)
-        if r[1] not in leads or key < leads[r[1]]:
-            leads[r[1]] = key
-    return DeltaCorpus(
-        passage_ids=np.array([r[0] for r in rows], dtype=np.int64),
-        page_ids=np.array([r[1] for r in rows], dtype=np.int64),
-        titles=[r[2] for r in rows],
-        headings=[r[3] for r in rows],
-        texts=[r[4] for r in rows],
-        leads=np.array(sorted(v[2] for v in leads.values()), dtype=np.int64),
-    )
 
 
 class MergedChannel:
@@ -130,21 +90,6 @@ def merge_hits(base: Sequence[Hit], delta: Sequence[Hit], hidden: frozenset[int]
     return [
         Hit(h.passage_id, h.page_id, h.score, r, channel, h.title, h.matched, h.triples, h.stated)
         for r, h in enumerate(both, 1)
-    ]
-
-
-def top_hits(corpus: DeltaCorpus, scores: np.ndarray, k: int, channel: str, rows: np.ndarray | None = None) -> list:
-    """The ``k`` best of ``scores`` (over ``rows`` of the corpus, or all of it) as hits; zero scores left out."""
-    rows = np.arange(len(corpus)) if rows is None else rows
-    keep = scores > 0
-    scores, rows = scores[keep], rows[keep]
-    if len(scores) > k:
-        part = np.argpartition(-scores, k - 1)[:k]
-        scores, rows = scores[part], rows[part]
-    order = np.lexsort((corpus.passage_ids[rows], -scores))
-    return [
-        Hit(int(corpus.passage_ids[r]), int(corpus.page_ids[r]), float(s), 0, channel, title=corpus.titles[r])
-        for r, s in zip(rows[order].tolist(), scores[order].tolist())
     ]
 
 

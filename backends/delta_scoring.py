@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.delta_parts import DeltaCorpus, top_hits
+from backends.delta_corpus import DeltaCorpus, top_hits
 
 
 def _texts(corpus: DeltaCorpus, rows: np.ndarray) -> list[str]:

@@ -42,7 +42,7 @@ PARALLEL_MIN_PASSAGES = 50_000  # from this many passages, hashing runs in worke
 # Postings one query reads at most: it bounds the time a claim of common words takes on a large corpus, and cutting
 # the longest lists (the least telling terms) cost no recall on the dev claims (benchmarks/RESULTS.md); a small
 # corpus's lists fit it whole.
-POSTING_BUDGET = 50_000
+POSTING_BUDGET = postings.KEEP
 BATCH_THREADS = max(1, min(4, os.cpu_count() or 1))
 # search_batch scores in the calling thread unless told otherwise: scoring is many small numpy calls, bound by the
 # GIL between them, so more threads added CPU time and no speed, over 10k passages and over 1M alike
@@ -122,19 +122,25 @@ def build(
         with tqdm(total=n, unit="passage", desc="tfidf", disable=not progress) as bar:
             batches = _counted(_batches(con, db_path, n), bar)
             counts = postings.build_postings(
-                batches,
-                out_dir,
-                params,
-                n=n,
-                min_df=min_df,
-                spill_entries=postings.SPILL_ENTRIES,
-                workers=workers,
-                keep=POSTING_BUDGET,
+                batches, out_dir, params, n=n, min_df=min_df, workers=workers, keep=POSTING_BUDGET
             )
         write_table(con, db_path, out_dir)
     finally:
         con.close()
-    meta = {
+    meta = _params(n, counts, params, sklearn.__version__, round(time.perf_counter() - t0, 2))
+    atomic_write_json(out_dir / PARAMS_FILE, meta, sort_keys=True)
+    return {
+        "type": NAME,
+        "engine": f"scikit-learn {meta['sklearn_version']} HashingVectorizer",
+        "params": meta,
+        "documents": n,
+        "build_seconds": meta["build_seconds"],
+    }
+
+
+def _params(n: int, counts: dict, vectorizer: dict, sklearn_version: str, seconds: float) -> dict:
+    """The folder's ``params.json``."""
+    return {
         "type": NAME,
         "format_version": FORMAT_VERSION,
         "count": n,
@@ -143,17 +149,9 @@ def build(
         "layout": "term-major postings, impact-ordered",
         "postings_per_term": POSTING_BUDGET,
         "weight_levels": postings.LEVELS,
-        "sklearn_version": sklearn.__version__,
-        "vectorizer": params,
-        "build_seconds": round(time.perf_counter() - t0, 2),
-    }
-    atomic_write_json(out_dir / PARAMS_FILE, meta, sort_keys=True)
-    return {
-        "type": NAME,
-        "engine": f"scikit-learn {meta['sklearn_version']} HashingVectorizer",
-        "params": meta,
-        "documents": n,
-        "build_seconds": meta["build_seconds"],
+        "sklearn_version": sklearn_version,
+        "vectorizer": vectorizer,
+        "build_seconds": seconds,
     }
 
 

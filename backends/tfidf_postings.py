@@ -43,6 +43,7 @@ MAX_FEATURES = MAX_RANGES * MAX_RANGE_WIDTH  # a bucket's offset in its range fi
 COUNT_SHIFT = 20
 MAX_COUNT = (1 << (32 - COUNT_SHIFT)) - 1  # an n-gram's count in one passage saturates here (passages are short)
 LEVELS = 255  # weight steps of a posting (uint8)
+KEEP = 50_000  # postings a list keeps: the most a query reads of one list (backends.tfidf.POSTING_BUDGET)
 FILES = ("buckets.npy", "idf.npy", "indptr.npy", "indices.npy", "weights.npy", "wlo.npy", "wstep.npy")
 SPILL = np.dtype([("key", "<u4"), ("doc", "<i4")])  # key: count << COUNT_SHIFT | bucket offset in the range
 ENTRY = np.dtype([("bucket", "<u4"), ("doc", "<i4"), ("tf", "<f4")])  # a range's entries, decoded
@@ -304,12 +305,12 @@ def build_postings(
     *,
     n: int,
     min_df: int,
-    spill_entries: int,
     workers: int,
-    keep: int,
+    keep: int | None = None,
+    spill_entries: int = SPILL_ENTRIES,
 ) -> dict:
     """The whole build of the postings files from ``batches`` of passage texts (``n`` passages in all), each
-    list cut to its ``keep`` highest weights."""
+    list cut to its ``keep`` highest weights (default: the query side's posting budget)."""
     import tempfile
 
     check_disk(out_dir, n)
@@ -325,6 +326,7 @@ def build_postings(
             raise BuildError(f"{out_dir}: read {got} passages where the store counted {n}")
         spilled = sum(os.path.getsize(p) for p in spill_dir.glob("range-*.bin")) // SPILL.itemsize
         kept, norms = df_and_norms(spill_dir, n, min_df, ranges, n_features, sublinear)
+        keep = KEEP if keep is None else keep
         counts = write_postings(spill_dir, out_dir, kept, norms, n, n_features, sublinear=sublinear, keep=keep)
     counts["spilled_entries"] = int(spilled)
     return counts

@@ -34,6 +34,7 @@ from typing import Any
 
 import backends
 from indexer import lookups, stages
+from indexer.build_lock import build_lock
 from indexer.manifest import write_manifest
 from indexer.readers import GroupDecompressor, InputReader, RawPage, XmlChunk, decompress_group, expand_inputs
 from indexer.store_writer import (
@@ -45,7 +46,7 @@ from indexer.store_writer import (
     process_xml_chunk,
 )
 from wikiground import __version__
-from wikiground.errors import BuildError, ConfigError, IndexLockedError, InputError, WikigroundError
+from wikiground.errors import BuildError, ConfigError, InputError, WikigroundError
 from wikiground.layout import (
     BUILT_CHANNELS,
     DELTA_LOCK_FILE,
@@ -57,7 +58,6 @@ from wikiground.layout import (
     PARAMS_FILE,
     STORE_FILE,
     atomic_write_json,
-    build_lock_path,
     build_tmp_prefix,
     delta_dir,
     delta_segments,
@@ -157,7 +157,7 @@ def build_index(
     _check_out(out, paths)
     out.parent.mkdir(parents=True, exist_ok=True)
     _check_resources(paths, out, plan)
-    with _build_lock(out):
+    with build_lock(out):
         _check_out(out, paths)  # again, under the lock: the first look was before any build was excluded
         manifest = _build_locked(out, paths, plan, started, resume)
     counts = manifest["counts"]
@@ -403,49 +403,6 @@ def _carried_delta(out: Path, tmp: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-@contextlib.contextmanager
-def _build_lock(out: Path) -> Iterator[None]:
-    """One build at a time per ``out``: an exclusive lock on ``.NAME.lock`` beside it (released if the build dies).
-
-    The lock file is removed when the build ends, while still locked; a build that opened it just before then holds
-    a lock on a file no longer at that path, notices, and locks the path's file instead.
-    """
-    path = build_lock_path(out)
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "?"
-            os.close(fd)
-            raise IndexLockedError(
-                f"{out}: another build is writing this index (pid {holder}, lock {path}); "
-                "wait for it to finish, or stop it, and build again"
-            ) from exc
-        if _is_file_at(fd, path):
-            break
-        os.close(fd)
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        os.close(fd)
-
-
-# The lock of one index folder, for whatever else swaps a part of it (indexer.dense_later joins its dense channel).
-build_lock = _build_lock
-
-
-def _is_file_at(fd: int, path: Path) -> bool:
-    try:
-        return os.fstat(fd).st_ino == os.stat(path).st_ino
-    except FileNotFoundError:
-        return False
 
 
 def _remove_stale_temps(out: Path, keep: Path | None = None) -> None:

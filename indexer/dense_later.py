@@ -137,7 +137,7 @@ def join(index: Path, stats: Mapping[str, Any], *, expected_build: str | None = 
     folder swapped into ``dense/`` in one step, then the manifest's entry moved from ``pending`` to ``indexes``.
     Under the build lock, so that no rebuild swaps the folder meanwhile; an index rebuilt since the embedding
     started (another build id) is refused."""
-    from indexer.build import build_lock
+    from indexer.build_lock import build_lock
     from indexer.manifest import read_manifest, write_manifest
 
     index = Path(index).absolute()
