@@ -2,7 +2,7 @@
 that a huge or slow head is refused while it arrives), the body's size and read time (an ASGI layer, before the
 body is parsed), and who may ask (the Host names it serves, same-origin state changes, CORS only when asked for).
 
-Each refusal is the documented error shape, ``{"error": {"type", "message"}}``: 431 for a head over its bound, 413
+Each refusal is the documented error shape, ``{"error": {"type", "message"}, "message"}``: 431 for a head over its bound, 413
 for a body over its bound, 408 for a head or body that does not arrive in time, 421 for a Host name the server does
 not serve, 403 for a cross-site request.
 """
@@ -42,7 +42,7 @@ def batch_body_bytes(limits: HttpLimits, max_batch: int, max_claim_chars: int) -
 
 
 def error_bytes(kind: str, message: str) -> bytes:
-    return json.dumps({"error": {"type": kind, "message": message}}).encode()
+    return json.dumps({"error": {"type": kind, "message": message}, "message": message}).encode()
 
 
 async def send_error(send: Any, status: int, kind: str, message: str, headers: list | None = None) -> None:
