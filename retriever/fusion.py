@@ -174,7 +174,9 @@ def _boosts(
     for channel, tops in firsts.items():
         first = tops[0]
         if channel in MARGIN_CHANNELS and len(tops) > 1 and first.score > 0:
-            lead = (first.score - tops[1].score) / first.score
+            # To a thousandth: a dense score of a claim encoded in a batch differs from its score encoded alone in the
+            # last bits, and a block of claims must answer as each claim alone does.
+            lead = round((first.score - tops[1].score) / first.score, 3)
             gain = w.get(channel, 1.0) / (rrf_k + 1) * promotion.margin_gain * lead
         elif channel == "title" and protect is not None and first.score >= protect:
             gain = w.get(channel, 1.0)

@@ -83,7 +83,8 @@ def test_query_options_are_bounded(gensim_store, capsys):
 
 def test_server_takes_the_query_commands_search_options():
     """The server's request defaults are the query command's options, defined once: it lacked --live-deadline and
-    did not check --hops; every query flag but the ones about one run's input and output is the server's too."""
+    did not check --hops; every query flag but the ones about one run's input and output (a batch request names its
+    own format) is the server's too."""
     from retriever.query import build_parser as query_parser
     from retriever.serve.__main__ import build_parser as serve_parser
 
@@ -91,7 +92,7 @@ def test_server_takes_the_query_commands_search_options():
         return {s: a for a in parser._actions for s in a.option_strings}
 
     query, served = flags(query_parser()), flags(serve_parser())
-    own = {"--json", "--queries", "--out", "--resume", "--quiet", "-h", "--help"}
+    own = {"--json", "--queries", "--out", "--resume", "--quiet", "-h", "--help", "--format", "--run-tag", "--docid"}
     missing = set(query) - own - set(served)
     assert not missing, f"the server lacks {sorted(missing)}"
     for name in set(query) - own:

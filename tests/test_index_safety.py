@@ -235,9 +235,9 @@ def test_a_store_without_build_ids_gets_the_older_format_error(gensim_store, tmp
 def test_a_truncated_tfidf_matrix_is_index_corrupt_naming_it(corpora, tmp_path):
     out = tmp_path / "idx"
     _build(corpora["a"][0], out)
-    _truncate(out / "tfidf" / "data.npy")
+    _truncate(out / "tfidf" / "weights.npy")
     with Retriever.open(out, channels="tfidf") as r:
-        with pytest.raises(IndexCorruptError, match="data.npy"):
+        with pytest.raises(IndexCorruptError, match="weights.npy"):
             r.search(_claim(corpora["a"][1], 2)[1], 5)
 
 

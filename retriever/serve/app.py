@@ -2,7 +2,8 @@
 (DSPy's ColBERTv2 client at ``/api/search``, a MediaWiki Action API subset at ``/w/api.php``).
 
 Every search runs on the server's thread pool, holding a reference on the index generation it started on, with a
-per-request timeout. Errors are JSON: ``{"error": {"type", "message"}, "message"}``, 4xx for bad requests, never a traceback.
+per-request timeout. Errors are JSON: ``{"error": {"type", "message"}, "message"}``, 4xx for bad requests, never a
+traceback.
 """
 
 from __future__ import annotations

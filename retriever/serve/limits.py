@@ -2,9 +2,9 @@
 that a huge or slow head is refused while it arrives), the body's size and read time (an ASGI layer, before the
 body is parsed), and who may ask (the Host names it serves, same-origin state changes, CORS only when asked for).
 
-Each refusal is the documented error shape, ``{"error": {"type", "message"}, "message"}``: 431 for a head over its bound, 413
-for a body over its bound, 408 for a head or body that does not arrive in time, 421 for a Host name the server does
-not serve, 403 for a cross-site request.
+Each refusal is the documented error shape, ``{"error": {"type", "message"}, "message"}``: 431 for a head over its
+bound, 413 for a body over its bound, 408 for a head or body that does not arrive in time, 421 for a Host name the
+server does not serve, 403 for a cross-site request.
 """
 
 from __future__ import annotations
