@@ -53,7 +53,7 @@ def page(browser, server):
     p = context.new_page()
     errors: list[str] = []
     p.on("pageerror", lambda exc: errors.append(str(exc)))
-    p.set_default_timeout(30_000)
+    p.set_default_timeout(60_000)
     p.server = server
     yield p
     context.close()
