@@ -40,7 +40,10 @@ class TfidfPart:
         norms = np.sqrt(np.bincount(rows, weights=w * w, minlength=n))
         keep = held & (w > 0)
         self.columns, inverse = np.unique(tids[keep], return_inverse=True)
-        values = (w[keep] / norms[rows[keep]]).astype(np.float32)
+        from backends.tfidf_postings import snap
+
+        kept = tids[keep]
+        values = snap((w[keep] / norms[rows[keep]]).astype(np.float32), base._wlo[kept], base._wstep[kept])
         shape = (n, len(self.columns))
         self.matrix = sparse.csr_matrix((values, (rows[keep], inverse)), shape=shape).tocsc()
 

@@ -211,6 +211,17 @@ def quantize(w: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return np.clip(level, 0, LEVELS).astype(np.uint8), wlo, wstep
 
 
+def snap(w: np.ndarray, wlo: np.ndarray, wstep: np.ndarray) -> np.ndarray:
+    """Weights ``w`` of terms whose lists have ``wlo`` and ``wstep``, rounded to their lists' steps as a built list
+    stores them (past a list's range they keep counting steps): a passage scored outside the lists (the delta's)
+    scores as it would inside them."""
+    logw = np.log(np.maximum(w, np.float32(1e-30))).astype(np.float32)
+    lo, step = wlo.astype(np.float32), wstep.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        level = np.where(step > 0, np.rint((logw - lo) / step), 0).astype(np.float32)
+    return np.where(step > 0, np.exp(lo + step * level), w).astype(np.float32)
+
+
 _LEVELS = np.arange(LEVELS + 1, dtype=np.float32)
 
 
@@ -307,7 +318,7 @@ def build_postings(
     min_df: int,
     workers: int,
     keep: int | None = None,
-    spill_entries: int = SPILL_ENTRIES,
+    spill_entries: int | None = None,
 ) -> dict:
     """The whole build of the postings files from ``batches`` of passage texts (``n`` passages in all), each
     list cut to its ``keep`` highest weights (default: the query side's posting budget)."""
@@ -320,7 +331,7 @@ def build_postings(
     with tempfile.TemporaryDirectory(prefix=".spill-", dir=out_dir) as tmp:
         spill_dir = Path(tmp)
         sublinear = bool(params.get("sublinear_tf", True))
-        ranges = range_count(n, n_features, spill_entries)
+        ranges = range_count(n, n_features, SPILL_ENTRIES if spill_entries is None else spill_entries)
         got = spill(hashed(batches, params, workers), spill_dir, ranges, n_features)
         if got != n:
             raise BuildError(f"{out_dir}: read {got} passages where the store counted {n}")
