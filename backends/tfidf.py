@@ -35,7 +35,7 @@ from wikiground.records import Hit
 log = logging.getLogger(__name__)
 
 NAME = "tfidf"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 MIN_DF_LARGE_CORPUS = 100_000  # from this many passages, n-grams seen once are dropped (min_df=2)
 BATCH_ROWS = 20_000  # passages hashed at a time
 PARALLEL_MIN_PASSAGES = 50_000  # from this many passages, hashing runs in worker processes
@@ -148,6 +148,7 @@ def _params(n: int, counts: dict, vectorizer: dict, sklearn_version: str, second
         "nnz": counts["nnz"],
         "layout": "term-major postings, impact-ordered",
         "postings_per_term": POSTING_BUDGET,
+        "id_bits": counts["id_bits"],
         "weight_levels": postings.LEVELS,
         "sklearn_version": sklearn_version,
         "vectorizer": vectorizer,
@@ -160,18 +161,18 @@ def load(index_dir: Path) -> TfidfBackend:
     return TfidfBackend(channel_folder(index_dir, NAME))
 
 
-def _load_arrays(folder: Path) -> dict[str, np.ndarray]:
+def _load_arrays(folder: Path, bits: int) -> dict[str, np.ndarray]:
     arrays = {}
     for name in postings.FILES:
         try:
             arrays[name[:-4]] = np.load(folder / name, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise IndexCorruptError(f"{folder / name}: TF-IDF index unreadable: {exc}") from exc
-    terms, nnz = len(arrays["buckets"]), len(arrays["indices"])
+    terms, nnz = len(arrays["buckets"]), len(arrays["weights"])
     per_term = ("idf", "wlo", "wstep")
     if any(len(arrays[a]) != terms for a in per_term) or len(arrays["indptr"]) != terms + 1:
         raise IndexCorruptError(f"{folder}: buckets / idf / wlo / wstep / indptr sizes disagree")
-    if len(arrays["weights"]) != nnz:
+    if len(arrays["indices"]) != postings.packed_words(nnz, bits):
         raise IndexCorruptError(f"{folder}: indices / weights sizes disagree")
     if terms and int(arrays["indptr"][-1]) != nnz:
         raise IndexCorruptError(f"{folder / 'indptr.npy'}: ends at {int(arrays['indptr'][-1])}, not at {nnz}")
@@ -225,7 +226,11 @@ class TfidfBackend:
     def __init__(self, folder: Path, *, posting_budget: int | None = None):
         self.folder = folder
         self.params = read_params(folder, NAME, FORMAT_VERSION, required=("count", "vectorizer"))
-        for name, array in _load_arrays(folder).items():
+        bits = self.params.get("id_bits")
+        if not isinstance(bits, int) or isinstance(bits, bool) or not 1 <= bits <= 32:
+            raise IndexCorruptError(f"{folder / PARAMS_FILE}: id_bits {str(bits)[:40]!r} is not a number from 1 to 32")
+        self._id_bits = bits
+        for name, array in _load_arrays(folder, bits).items():
             setattr(self, name, array)  # buckets, idf, indptr, indices, data: np.memmap
             # A plain ndarray view of the same map for the hot path: memmap's __getitem__ costs more than a lookup.
             setattr(self, f"_{name}", np.asarray(array))
@@ -291,17 +296,21 @@ class TfidfBackend:
         """Passage ids with a non-zero score and their scores, reading at most ``posting_budget`` postings."""
         ends = self._indptr[tids + 1]
         take = water_fill(ends - self._indptr[tids], self.posting_budget)
-        lows, steps = self._wlo[tids].tolist(), self._wstep[tids].tolist()
+        rows_all, weights_all = postings.read_lists(
+            self._indices, self._weights, ends, take, self._wlo[tids], self._wstep[tids], self._id_bits
+        )
         acc = self._accumulator()
         fresh = []
         try:
-            for end, count, w, lo, step in zip(ends.tolist(), take.tolist(), weights.tolist(), lows, steps):
+            a = 0
+            for count, w in zip(take.tolist(), weights.tolist()):
                 if not count:
                     continue
-                rows = self._indices[end - count : end]  # the list's high-weight end
+                rows, b = rows_all[a : a + count], a + count  # the list's high-weight end
                 cur = acc[rows]
                 fresh.append(rows[cur == 0])  # a passage's first term: weights are > 0, so 0 means untouched
-                acc[rows] = cur + postings.dequantize(self._weights[end - count : end], lo, step) * np.float32(w)
+                acc[rows] = cur + weights_all[a:b] * np.float32(w)
+                a = b
             ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int32)
             scores = acc[ids]
             acc[ids] = 0  # clean for the next query

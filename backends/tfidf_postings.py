@@ -11,10 +11,11 @@ does), so no vocabulary is ever held. The build streams the passages three times
 Memory: a few batches, one range (with a df counter of its buckets), the kept buckets and their df (8 bytes
 each), and a norm per passage (8 bytes each).
 Disk: the spill files (``SPILL``: 8 bytes an entry, the bucket's offset in its range packed with the count); the last
-pass deletes each range's file once read, as it writes that range's postings (5 bytes a kept posting), so the peak
-is the spill itself.
+pass deletes each range's file once read, as it writes that range's postings (a byte and ``id_bits`` bits a kept
+posting), so the peak is the spill itself.
 Output (``FILES``): ``buckets.npy`` (sorted kept bucket ids = the terms), ``idf.npy``, ``indptr.npy`` (int64,
-len V+1), ``indices.npy`` (int32 passage ids), ``weights.npy`` (uint8: each posting's weight in the L2-normalised
+len V+1), ``indices.npy`` (the passage ids, ``id_bits`` bits each, packed end to end into uint32 words, one
+word of padding after them), ``weights.npy`` (uint8: each posting's weight in the L2-normalised
 passage row, on a log scale between its term's ``wlo.npy`` and ``wlo + 255 * wstep``, float32 natural logs).
 Within a term, postings ascend by weight: the tail of a list holds the passages where the term weighs most. A list
 keeps at most ``keep`` postings, its high-weight end: a query reads no more than its posting budget of one list, so
@@ -28,6 +29,7 @@ import math
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -222,6 +224,83 @@ def snap(w: np.ndarray, wlo: np.ndarray, wstep: np.ndarray) -> np.ndarray:
     return np.where(step > 0, np.exp(lo + step * level), w).astype(np.float32)
 
 
+def id_bits(n: int) -> int:
+    """Bits a passage id of a corpus of ``n`` passages takes."""
+    return max(1, (max(n, 1) - 1).bit_length())
+
+
+def packed_words(count: int, bits: int) -> int:
+    """uint32 words holding ``count`` ids of ``bits`` bits, and the padding word that lets any id be read as two."""
+    return (count * bits + 31) // 32 + 1
+
+
+class BitWriter:
+    """Unsigned ids of ``bits`` bits each, packed end to end into little-endian uint32 words written to ``out``."""
+
+    def __init__(self, out: Any, bits: int):
+        self.out, self.bits, self.count, self.carry, self.words = out, bits, 0, 0, 0
+
+    def add(self, values: np.ndarray) -> None:
+        if not len(values):
+            return
+        v = values.astype(np.uint64)
+        pos = (self.count + np.arange(len(v), dtype=np.int64)) * self.bits
+        first = (self.count * self.bits) >> 5
+        word = (pos >> 5) - first
+        off = (pos & 31).astype(np.uint64)
+        # Bit fields that do not overlap: summed (exactly, below 2**53) they are OR-ed.
+        low = ((v << off) & np.uint64(0xFFFFFFFF)).astype(np.float64)
+        high = (v >> (np.uint64(32) - off)).astype(np.float64)
+        size = int(word[-1]) + 2
+        out = (np.bincount(word, low, size) + np.bincount(word + 1, high, size)).astype(np.uint64)
+        out[0] |= np.uint64(self.carry)
+        self.count += len(v)
+        end = self.count * self.bits
+        full = (end >> 5) - first
+        self.out.write(out[:full].astype(np.uint32).tobytes())
+        self.words += full
+        self.carry = int(out[full]) if end & 31 else 0
+
+    def close(self) -> None:
+        tail = [self.carry] if (self.count * self.bits) & 31 else []
+        self.out.write(np.array([*tail, 0], dtype=np.uint32).tobytes())
+        self.words += len(tail) + 1
+
+
+def unpack(words: np.ndarray, start: int, count: int, bits: int) -> np.ndarray:
+    """Ids ``start .. start + count`` of ``words`` (int64)."""
+    if count <= 0:
+        return np.zeros(0, dtype=np.int64)
+    pos = np.arange(start, start + count, dtype=np.int64) * bits
+    first = int(pos[0]) >> 5
+    local = np.asarray(words[first : (int(pos[-1]) >> 5) + 2]).astype(np.uint64)
+    w = (pos >> 5) - first
+    off = (pos & 31).astype(np.uint64)
+    both = (local[w] >> off) | (local[w + 1] << (np.uint64(32) - off))
+    return (both & np.uint64((1 << bits) - 1)).astype(np.int64)
+
+
+def read_lists(
+    words: np.ndarray,
+    levels: np.ndarray,
+    ends: np.ndarray,
+    take: np.ndarray,
+    wlo: np.ndarray,
+    wstep: np.ndarray,
+    bits: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, weights) of the last ``take`` postings of each list ending at ``ends``, laid end to end in one array
+    each: one gather for every list of a query, not a call per list."""
+    total = int(take.sum())
+    at = np.repeat(ends - np.cumsum(take), take) + np.arange(total, dtype=np.int64)
+    pos = at * bits
+    w, off = pos >> 5, (pos & 31).astype(np.uint64)
+    both = (words[w].astype(np.uint64) >> off) | (words[w + 1].astype(np.uint64) << (np.uint64(32) - off))
+    ids = (both & np.uint64((1 << bits) - 1)).astype(np.int64)
+    weights = np.exp(np.repeat(wlo, take) + np.repeat(wstep, take) * levels[at].astype(np.float32))
+    return ids, weights
+
+
 _LEVELS = np.arange(LEVELS + 1, dtype=np.float32)
 
 
@@ -257,12 +336,13 @@ def write_postings(
     keep: int,
 ) -> dict:
     """Pass 3: the term-major, impact-ordered postings files (each written whole, then moved into place)."""
-    specs = {"buckets.npy": np.uint32, "idf.npy": np.float32, "indptr.npy": np.int64, "indices.npy": np.int32}
+    specs = {"buckets.npy": np.uint32, "idf.npy": np.float32, "indptr.npy": np.int64, "indices.npy": np.uint32}
     specs.update({"weights.npy": np.uint8, "wlo.npy": np.float32, "wstep.npy": np.float32})
     terms = sum(len(b) for b, _ in kept)
     nnz = int(sum(int(np.minimum(d, keep).sum(dtype=np.int64)) for _, d in kept))
     sizes = dict.fromkeys(("buckets.npy", "idf.npy", "wlo.npy", "wstep.npy"), terms)
-    sizes.update({"indptr.npy": terms + 1, "indices.npy": nnz, "weights.npy": nnz})
+    bits = id_bits(n)
+    sizes.update({"indptr.npy": terms + 1, "indices.npy": packed_words(nnz, bits), "weights.npy": nnz})
     with contextlib.ExitStack() as stack:
         files = {}
         for name, dtype in specs.items():
@@ -270,6 +350,7 @@ def write_postings(
             _npy_header(files[name], dtype, sizes[name])
         files["indptr.npy"].write(np.zeros(1, dtype=np.int64).tobytes())
         written = 0
+        ids = BitWriter(files["indices.npy"], bits)
         ranges = _ranges(spill_dir, len(kept), n_features, sublinear, consume=True)
         for (lo, width, rec), (buckets, df_kept) in zip(ranges, kept):
             df = np.zeros(width, dtype=np.int32)
@@ -283,7 +364,7 @@ def write_postings(
             tail, lengths = _kept_tail(df_kept, keep)
             order = order[tail]
             levels, wlo, wstep = quantize(w[order].astype(np.float32), lengths)
-            files["indices.npy"].write(rec["doc"][order].tobytes())
+            ids.add(rec["doc"][order])
             files["weights.npy"].write(levels.tobytes())
             for name, array in (("buckets.npy", buckets), ("idf.npy", smooth_idf(df_kept, n))):
                 files[name].write(array.tobytes())
@@ -291,9 +372,10 @@ def write_postings(
             files["wstep.npy"].write(wstep.tobytes())
             files["indptr.npy"].write((written + np.cumsum(lengths, dtype=np.int64)).tobytes())
             written += len(order)
-        if written != nnz:
+        ids.close()
+        if written != nnz or ids.words != sizes["indices.npy"]:
             raise BuildError(f"{out_dir}: wrote {written} postings of {nnz}")
-    return {"terms": terms, "nnz": nnz}
+    return {"terms": terms, "nnz": nnz, "id_bits": bits}
 
 
 def check_disk(out_dir: Path, n: int) -> None:

@@ -94,6 +94,11 @@ def _sklearn_query(reference, query: str) -> np.ndarray:
     return tt.transform(counts).tocsc()[:, filled].toarray()[0]
 
 
+def _ids(backend, a: int, b: int) -> np.ndarray:
+    """Passage ids ``a .. b`` of the packed postings."""
+    return tfidf_postings.unpack(backend.indices, int(a), int(b) - int(a), backend.params["id_bits"])
+
+
 def _list_weights(backend, t: int) -> np.ndarray:
     a, b = backend.indptr[t], backend.indptr[t + 1]
     return tfidf_postings.dequantize(backend.weights[a:b], backend.wlo[t], backend.wstep[t])
@@ -111,7 +116,8 @@ def test_manifest_entry(built):
     assert entry["type"] == "tfidf" and entry["documents"] == len(recs)
     vec = entry["params"]["vectorizer"]
     assert vec["ngram_range"] == [1, 2] and vec["sublinear_tf"] is True and vec["n_features"] == N_FEATURES
-    assert entry["params"]["format_version"] == 3
+    assert entry["params"]["format_version"] == 4
+    assert entry["params"]["id_bits"] == (N_PASSAGES - 1).bit_length()  # 200 passages: ids of 8 bits
     assert entry["params"]["terms"] > 1000 and entry["params"]["nnz"] > entry["params"]["terms"]
     assert entry["build_seconds"] >= 0
 
@@ -131,7 +137,7 @@ def test_postings_equal_sklearn_tfidf_of_hashed_counts(backend, reference):
     for t in range(0, len(buckets), 97):
         a, b = backend.indptr[t], backend.indptr[t + 1]
         col = matrix[:, t]
-        rows, vals = backend.indices[a:b], _list_weights(backend, t)
+        rows, vals = _ids(backend, a, b), _list_weights(backend, t)
         assert np.all(np.diff(vals) >= 0)  # impact order: the tail weighs most
         assert sorted(rows.tolist()) == sorted(col.indices.tolist())
         # A weight is stored as one of 256 steps of its list's log range: back within half a step.
@@ -227,7 +233,7 @@ def test_lists_keep_their_high_weight_end(built, backend, tmp_path, monkeypatch)
     (the,) = backend.vectorize("the")[0]
     b = int(backend.indptr[the + 1])
     c = int(cut.indptr[the + 1])
-    assert cut.indices[c - 40 : c].tolist() == backend.indices[b - 40 : b].tolist()
+    assert _ids(cut, c - 40, c).tolist() == _ids(backend, b - 40, b).tolist()
     over_full = tfidf.TfidfBackend(built[0] / "tfidf", posting_budget=40)
     for query in QUERIES:
         assert [h.passage_id for h in cut.search(query, k=5)] == [h.passage_id for h in over_full.search(query, k=5)]
@@ -237,7 +243,7 @@ def test_search_equals_brute_force(backend, reference):
     """Over the stored weights, search is exact; against scikit-learn's float weights, within the stored steps."""
     stored = np.zeros(reference[3].shape, dtype=np.float32)
     for t in range(len(backend.buckets)):
-        stored[backend.indices[backend.indptr[t] : backend.indptr[t + 1]], t] = _list_weights(backend, t)
+        stored[_ids(backend, backend.indptr[t], backend.indptr[t + 1]), t] = _list_weights(backend, t)
     worst_step = float(np.exp(np.max(backend.wstep) / 2)) - 1
     for query in QUERIES:
         scores = stored @ _dense_query(backend, query)
@@ -269,7 +275,7 @@ def test_frequent_terms_are_capped_to_the_posting_budget(built, backend):
     (the,) = capped.vectorize("the")[0]
     b = capped.indptr[the + 1]
     top = capped.search("the", k=5)
-    assert {h.passage_id for h in top} <= set(capped.indices[b - 60 : b].tolist())
+    assert {h.passage_id for h in top} <= set(_ids(capped, b - 60, b).tolist())
     assert [h.score for h in top] == pytest.approx(sorted(_list_weights(capped, the).tolist())[::-1][:5], rel=1e-5)
 
 
@@ -389,7 +395,7 @@ def test_old_format_folder_says_rebuild(tmp_path, built):
     (old / "params.json").write_text(json.dumps(params))
     for load in (lambda: tfidf.load(old), lambda: backends.load("tfidf", old.parent)):
         with pytest.raises(
-            IndexFormatError, match=r"older wikiground \(format 1\); this version reads format 3: rebuild"
+            IndexFormatError, match=r"older wikiground \(format 1\); this version reads format 4: rebuild"
         ):
             load()
 
