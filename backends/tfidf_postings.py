@@ -267,19 +267,6 @@ class BitWriter:
         self.words += len(tail) + 1
 
 
-def unpack(words: np.ndarray, start: int, count: int, bits: int) -> np.ndarray:
-    """Ids ``start .. start + count`` of ``words`` (int64)."""
-    if count <= 0:
-        return np.zeros(0, dtype=np.int64)
-    pos = np.arange(start, start + count, dtype=np.int64) * bits
-    first = int(pos[0]) >> 5
-    local = np.asarray(words[first : (int(pos[-1]) >> 5) + 2]).astype(np.uint64)
-    w = (pos >> 5) - first
-    off = (pos & 31).astype(np.uint64)
-    both = (local[w] >> off) | (local[w + 1] << (np.uint64(32) - off))
-    return (both & np.uint64((1 << bits) - 1)).astype(np.int64)
-
-
 def read_lists(
     words: np.ndarray,
     levels: np.ndarray,
@@ -299,16 +286,6 @@ def read_lists(
     ids = (both & np.uint64((1 << bits) - 1)).astype(np.int64)
     weights = np.exp(np.repeat(wlo, take) + np.repeat(wstep, take) * levels[at].astype(np.float32))
     return ids, weights
-
-
-_LEVELS = np.arange(LEVELS + 1, dtype=np.float32)
-
-
-def dequantize(levels: np.ndarray, wlo: float, wstep: float) -> np.ndarray:
-    """The float32 weights of one list's ``levels`` (a long list looks them up in a table of its 256 weights)."""
-    if len(levels) > 2 * len(_LEVELS):
-        return np.exp(np.float32(wlo) + np.float32(wstep) * _LEVELS)[levels]
-    return np.exp(np.float32(wlo) + np.float32(wstep) * levels.astype(np.float32))
 
 
 def _kept_tail(df: np.ndarray, keep: int) -> tuple[np.ndarray | slice, np.ndarray]:

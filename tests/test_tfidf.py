@@ -94,14 +94,17 @@ def _sklearn_query(reference, query: str) -> np.ndarray:
     return tt.transform(counts).tocsc()[:, filled].toarray()[0]
 
 
-def _ids(backend, a: int, b: int) -> np.ndarray:
-    """Passage ids ``a .. b`` of the packed postings."""
-    return tfidf_postings.unpack(backend.indices, int(a), int(b) - int(a), backend.params["id_bits"])
+def _tail(backend, t: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, weights) of the last ``count`` postings of term ``t``, as a search reads them."""
+    ends, take = np.array([backend.indptr[t + 1]]), np.array([count])
+    wlo, wstep = backend.wlo[[t]], backend.wstep[[t]]
+    return tfidf_postings.read_lists(
+        backend.indices, backend.weights, ends, take, wlo, wstep, backend.params["id_bits"]
+    )
 
 
-def _list_weights(backend, t: int) -> np.ndarray:
-    a, b = backend.indptr[t], backend.indptr[t + 1]
-    return tfidf_postings.dequantize(backend.weights[a:b], backend.wlo[t], backend.wstep[t])
+def _list(backend, t: int) -> tuple[np.ndarray, np.ndarray]:
+    return _tail(backend, t, int(backend.indptr[t + 1] - backend.indptr[t]))
 
 
 def _dense_query(backend, query: str) -> np.ndarray:
@@ -135,9 +138,8 @@ def test_postings_equal_sklearn_tfidf_of_hashed_counts(backend, reference):
     assert np.array_equal(buckets, filled)  # every filled bucket, sorted
     np.testing.assert_allclose(backend.idf, tt.idf_[buckets], rtol=1e-6)
     for t in range(0, len(buckets), 97):
-        a, b = backend.indptr[t], backend.indptr[t + 1]
         col = matrix[:, t]
-        rows, vals = _ids(backend, a, b), _list_weights(backend, t)
+        rows, vals = _list(backend, t)
         assert np.all(np.diff(vals) >= 0)  # impact order: the tail weighs most
         assert sorted(rows.tolist()) == sorted(col.indices.tolist())
         # A weight is stored as one of 256 steps of its list's log range: back within half a step.
@@ -231,9 +233,7 @@ def test_lists_keep_their_high_weight_end(built, backend, tmp_path, monkeypatch)
     assert cut_lengths.max() == 40 and full_lengths.max() > 40
     assert np.array_equal(cut_lengths, np.minimum(full_lengths, 40))
     (the,) = backend.vectorize("the")[0]
-    b = int(backend.indptr[the + 1])
-    c = int(cut.indptr[the + 1])
-    assert _ids(cut, c - 40, c).tolist() == _ids(backend, b - 40, b).tolist()
+    assert _tail(cut, the, 40)[0].tolist() == _tail(backend, the, 40)[0].tolist()
     over_full = tfidf.TfidfBackend(built[0] / "tfidf", posting_budget=40)
     for query in QUERIES:
         assert [h.passage_id for h in cut.search(query, k=5)] == [h.passage_id for h in over_full.search(query, k=5)]
@@ -243,7 +243,8 @@ def test_search_equals_brute_force(backend, reference):
     """Over the stored weights, search is exact; against scikit-learn's float weights, within the stored steps."""
     stored = np.zeros(reference[3].shape, dtype=np.float32)
     for t in range(len(backend.buckets)):
-        stored[_ids(backend, backend.indptr[t], backend.indptr[t + 1]), t] = _list_weights(backend, t)
+        ids, weights = _list(backend, t)
+        stored[ids, t] = weights
     worst_step = float(np.exp(np.max(backend.wstep) / 2)) - 1
     for query in QUERIES:
         scores = stored @ _dense_query(backend, query)
@@ -273,10 +274,9 @@ def test_frequent_terms_are_capped_to_the_posting_budget(built, backend):
     assert capped.search(query, k=1)[0].title == backend.search(query, k=1)[0].title
     # What a cut list keeps is its high-weight end: the passages where "the" weighs most.
     (the,) = capped.vectorize("the")[0]
-    b = capped.indptr[the + 1]
     top = capped.search("the", k=5)
-    assert {h.passage_id for h in top} <= set(_ids(capped, b - 60, b).tolist())
-    assert [h.score for h in top] == pytest.approx(sorted(_list_weights(capped, the).tolist())[::-1][:5], rel=1e-5)
+    assert {h.passage_id for h in top} <= set(_tail(capped, the, 60)[0].tolist())
+    assert [h.score for h in top] == pytest.approx(sorted(_list(capped, the)[1].tolist())[::-1][:5], rel=1e-5)
 
 
 def test_batch_equals_single(backend, built):
