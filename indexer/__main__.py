@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 EXIT_ERROR = 1
@@ -130,44 +130,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
-    from indexer.build import build_index, parse_index_list
+    if args.command == "update":
+        from indexer import update_cli
+
+        return _guarded(update_cli.run, args, "interrupted; the index is as it was before this update")
+    return _guarded(_build, args, "interrupted; finished stages are kept for --resume, the rest was removed")
+
+
+def _guarded(work: Callable[[argparse.Namespace], int], args: argparse.Namespace, interrupted: str) -> int:
+    """``work(args)``'s exit code; Ctrl-C and a WikigroundError as one line on stderr and their exit codes."""
     from wikiground.errors import ConfigError, WikigroundError
 
-    if args.command == "update":
-        return _update(args)
-
-    options: dict = {} if args.max_page_chars is None else {"max_page_chars": args.max_page_chars}
-    if args.memory is not None:
-        options["memory"] = args.memory
-    if args.resume:
-        options["resume"] = True
     try:
-        if args.dense_tune_queries is not None:  # a bad file fails now, not after hours of embedding
-            from backends.dense import read_tune_queries
-
-            read_tune_queries(args.dense_tune_queries)
-        manifest = build_index(
-            args.dump,
-            args.out,
-            indexes=parse_index_list(args.indexes),
-            namespaces=args.namespaces,
-            workers=args.workers,
-            progress=not args.quiet,
-            index_options={"dense": {"scope": args.dense_scope, "tune_queries": args.dense_tune_queries}},
-            dense_later=args.dense_later,
-            **options,
-        )
-        _report(args, manifest)
-        if manifest.get("pending") and not args.no_embed:
-            manifest = _complete(args)
+        return work(args)
     except KeyboardInterrupt:
-        print("interrupted; finished stages are kept for --resume, the rest was removed", file=sys.stderr)
+        print(interrupted, file=sys.stderr)
         return EXIT_INTERRUPTED
     except WikigroundError as exc:
         if args.verbose:
             raise
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_ERROR
+
+
+def _build(args: argparse.Namespace) -> int:
+    from indexer.build import build_index, parse_index_list
+
+    options: dict = {} if args.max_page_chars is None else {"max_page_chars": args.max_page_chars}
+    if args.memory is not None:
+        options["memory"] = args.memory
+    if args.resume:
+        options["resume"] = True
+    if args.dense_tune_queries is not None:  # a bad file fails now, not after hours of embedding
+        from backends.dense import read_tune_queries
+
+        read_tune_queries(args.dense_tune_queries)
+    manifest = build_index(
+        args.dump,
+        args.out,
+        indexes=parse_index_list(args.indexes),
+        namespaces=args.namespaces,
+        workers=args.workers,
+        progress=not args.quiet,
+        index_options={"dense": {"scope": args.dense_scope, "tune_queries": args.dense_tune_queries}},
+        dense_later=args.dense_later,
+        **options,
+    )
+    _report(args, manifest)
+    if manifest.get("pending") and not args.no_embed:
+        _complete(args)
     return 0
 
 
@@ -203,22 +214,6 @@ def _complete(args: argparse.Namespace) -> dict:
     if not args.quiet and manifest is not None:
         print(f"{args.out}: the dense channel joined the index; queries use it from now on", file=sys.stderr)
     return manifest
-
-
-def _update(args: argparse.Namespace) -> int:
-    from indexer import update_cli
-    from wikiground.errors import ConfigError, WikigroundError
-
-    try:
-        return update_cli.run(args)
-    except KeyboardInterrupt:
-        print("interrupted; the index is as it was before this update", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except WikigroundError as exc:
-        if args.verbose:
-            raise
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(exc, ConfigError) else EXIT_ERROR
 
 
 if __name__ == "__main__":

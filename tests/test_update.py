@@ -208,27 +208,33 @@ def test_a_live_page_ranks_as_if_built(base, data_dir, tmp_path, title, claim):
     assert {"bm25", "tfidf", "dense", "title"} <= set(top.ranks), top.ranks
 
 
+def _corpus_of(store, hits):
+    """The passages of ``hits`` as a delta part indexes them: base passages scored outside the base."""
+    from backends.delta_parts import DeltaCorpus
+
+    found = store.passages([h.passage_id for h in hits])
+    ids = [h.passage_id for h in hits]
+    return DeltaCorpus(
+        np.array(ids),
+        np.array([h.page_id for h in hits]),
+        [found[i].title for i in ids],
+        [found[i].heading_path for i in ids],
+        [found[i].text for i in ids],
+        np.arange(len(ids)),
+    )
+
+
 def test_the_bm25_delta_part_scores_as_lucene(base):
     """Base passages scored by the delta part equal Lucene's own scores (to Anserini's 4 decimals)."""
     from backends import load
     from backends.bm25_delta import BM25Part
-    from backends.delta_parts import DeltaCorpus
 
     index = base[0]
     with Store.open(index) as store:
         bm25 = load("bm25", index, store=store)
         for claim in CLAIMS:
             hits = bm25.search(claim, 10)
-            found = store.passages([h.passage_id for h in hits])
-            ids = [h.passage_id for h in hits]
-            corpus = DeltaCorpus(
-                np.array(ids),
-                np.array([h.page_id for h in hits]),
-                [found[i].title for i in ids],
-                [found[i].heading_path for i in ids],
-                [found[i].text for i in ids],
-                np.arange(len(ids)),
-            )
+            corpus = _corpus_of(store, hits)
             ours = {h.passage_id: h.score for h in BM25Part(bm25, corpus).search_batch([claim], 10)[0]}
             assert ours == {h.passage_id: h.score for h in hits}
         bm25.close()
@@ -251,7 +257,6 @@ def test_the_cli_updates_and_reports(base, tmp_path):
 def test_the_tfidf_delta_part_scores_as_the_base(base):
     """Base passages scored by the TF-IDF delta part get the base's own cosine scores."""
     from backends import load
-    from backends.delta_parts import DeltaCorpus
     from backends.delta_scoring import TfidfPart
 
     index = base[0]
@@ -259,16 +264,7 @@ def test_the_tfidf_delta_part_scores_as_the_base(base):
         tfidf = load("tfidf", index, store=store)
         for claim in CLAIMS:
             hits = tfidf.search(claim, 10)
-            found = store.passages([h.passage_id for h in hits])
-            ids = [h.passage_id for h in hits]
-            corpus = DeltaCorpus(
-                np.array(ids),
-                np.array([h.page_id for h in hits]),
-                [found[i].title for i in ids],
-                [found[i].heading_path for i in ids],
-                [found[i].text for i in ids],
-                np.arange(len(ids)),
-            )
+            corpus = _corpus_of(store, hits)
             ours = {h.passage_id: h.score for h in TfidfPart(tfidf, corpus).search_batch([claim], 10)[0]}
             assert ours.keys() == {h.passage_id for h in hits}
             assert all(abs(ours[h.passage_id] - h.score) < 1e-5 for h in hits)
