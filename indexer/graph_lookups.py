@@ -11,12 +11,15 @@ Files in ``DIR/lookups/`` (written with the other lookups, counted in their para
 
 - ``graph.subject_id.npy`` (int64, sorted) and ``graph.subject_start.npy`` (int64, subjects + 1): the facts of
   the i-th subject are rows ``subject_start[i]:subject_start[i + 1]``; ``graph.subject_title.*`` its title;
-- per fact, in ``triples``' row order: ``graph.object.npy`` and ``graph.relation.npy`` (int32 ids into the sorted
-  dictionaries ``graph.objects.*`` and ``graph.relations.*``), ``graph.source.npy`` (uint8, into
-  ``graph.sources.*``), ``graph.object_page_id.npy``, ``graph.passage_id.npy`` (int32 while every id fits, else
-  int64) and
-  ``graph.sentence_id.npy`` (int32; -1 for NULL), and ``graph.start.npy`` / ``graph.end.npy`` (int32): where the
-  stating sentence lies in its passage's text (-1 when no sentence states the fact);
+- per fact, in ``triples``' row order: ``graph.object.npy`` and ``graph.relation.npy`` (ids into the sorted
+  dictionaries ``graph.objects.*`` and ``graph.relations.*``), ``graph.source.npy`` (into ``graph.sources.*``),
+  ``graph.passage_id.npy``, ``graph.sentence_id.npy`` (-1 for NULL), and ``graph.start.npy`` / ``graph.end.npy``:
+  where the stating sentence lies in its passage's text (-1 when no sentence states it). Each column is the
+  narrowest signed integer type that holds its values in this store (:func:`column_types`): ids are most of the
+  channel's bytes, and most columns need one or two bytes;
+- ``graph.objects.*`` holds each distinct (object title, object page) pair, sorted, with the page id in
+  ``graph.objects.page_id.npy`` (-1 when none): an object's page is the same for every fact naming it (but a
+  category and an article of the same name), so it is stored once per object rather than once per fact;
 - a dictionary ``{name}``: ``{name}.bin`` (UTF-8 strings, concatenated) and ``{name}.offsets.npy`` (int64).
 """
 
@@ -39,17 +42,14 @@ logger = logging.getLogger(__name__)
 BATCH_ROWS = 100_000
 SCAN_ROWS = 8_192  # hop-2 facts examined per step; the scan stops once the limit is reached
 _DICTIONARIES = ("objects", "relations", "sources")
-_COLUMN = {"objects": "object_title", "relations": "relation", "sources": "source"}
-_INT_COLUMNS = {
-    "object": np.int32,
-    "relation": np.int32,
-    "source": np.uint8,
-    "object_page_id": np.int32,  # int64 when an id is past int32 (wide_columns)
-    "passage_id": np.int32,
-    "sentence_id": np.int32,
-    "start": np.int32,
-    "end": np.int32,
+_DICTIONARY_SQL = {
+    "objects": "SELECT object_title, page FROM (SELECT DISTINCT object_title, coalesce(object_page_id, -1) AS page "
+    "FROM triples) ORDER BY object_title, page",
+    "relations": "SELECT DISTINCT relation FROM triples ORDER BY relation",
+    "sources": "SELECT DISTINCT source FROM triples ORDER BY source",
 }
+_INT_COLUMNS = ("object", "relation", "source", "passage_id", "sentence_id", "start", "end")
+_SIGNED = (np.int8, np.int16, np.int32, np.int64)
 
 # The facts' order: a total one (two facts equal in all of these are the same fact), which the kg channel's SQL
 # over the live delta, and over stores without these files, uses too.
@@ -57,18 +57,19 @@ FACT_ORDER = ("subject_page_id", "source", "relation", "object_title", "passage_
 
 # Ids of the dictionaries' strings (their rank in byte order), and each fact's sentence span, in FACT_ORDER.
 _FACTS_SQL = """
-WITH o AS (SELECT object_title, (row_number() OVER (ORDER BY object_title) - 1)::INTEGER AS i
-           FROM (SELECT DISTINCT object_title FROM triples)),
+WITH o AS (SELECT object_title, page, (row_number() OVER (ORDER BY object_title, page) - 1)::INTEGER AS i
+           FROM (SELECT DISTINCT object_title, coalesce(object_page_id, -1) AS page FROM triples)),
      r AS (SELECT relation, (row_number() OVER (ORDER BY relation) - 1)::INTEGER AS i
            FROM (SELECT DISTINCT relation FROM triples)),
      s AS (SELECT source, (row_number() OVER (ORDER BY source) - 1)::INTEGER AS i
            FROM (SELECT DISTINCT source FROM triples))
 SELECT t.subject_page_id, o.i AS object, r.i AS relation, s.i::UTINYINT AS source,
-       coalesce(t.object_page_id, -1) AS object_page_id, coalesce(t.passage_id, -1) AS passage_id,
+       coalesce(t.passage_id, -1) AS passage_id,
        coalesce(t.sentence_id, -1) AS sentence_id,
        coalesce(sp.start_char, -1) AS start, coalesce(sp.end_char, -1) AS "end"
 FROM triples t
-JOIN o USING (object_title) JOIN r USING (relation) JOIN s USING (source)
+JOIN o ON o.object_title = t.object_title AND o.page = coalesce(t.object_page_id, -1)
+JOIN r USING (relation) JOIN s USING (source)
 LEFT JOIN sentence_spans sp ON sp.passage_id = t.passage_id AND sp.page_sentence_index = t.sentence_id
 ORDER BY {order}
 """.format(order=", ".join(f"t.{c}" for c in FACT_ORDER))
@@ -82,9 +83,10 @@ def write(con: Any, folder: Path) -> int:
     """Write the arrays of the store ``con``'s ``triples`` into ``folder``; returns the facts written (0, and no
     files, if a fact's sentence span is ambiguous). Streams: a batch of rows in memory at a time."""
     n = con.execute("SELECT count(*) FROM triples").fetchall()[0][0]
-    for name in _DICTIONARIES:
-        col = _COLUMN[name]
-        _write_strings(con, folder, f"graph.{name}", f"SELECT DISTINCT {col} FROM triples ORDER BY {col}")
+    (pages,) = _write_strings(con, folder, "graph.objects", _DICTIONARY_SQL["objects"], keep=(1,))
+    save_npy(folder / "graph.objects.page_id.npy", pages.astype(narrowest(-1, int(pages.max(initial=-1)))))
+    for name in ("relations", "sources"):
+        _write_strings(con, folder, f"graph.{name}", _DICTIONARY_SQL[name])
     subjects = _write_strings(
         con,
         folder,
@@ -124,16 +126,35 @@ def _write_strings(con: Any, folder: Path, name: str, sql: str, keep: tuple[int,
     return [np.concatenate(a) if a else np.zeros(0, dtype=np.int64) for a in kept]
 
 
-def wide_columns(con: Any) -> set[str]:
-    """The id columns whose largest value does not fit int32: they are written as int64."""
-    top = con.execute("SELECT max(object_page_id), max(passage_id) FROM triples").fetchall()[0]
-    return {name for name, v in zip(("object_page_id", "passage_id"), top) if v is not None and v >= 2**31}
+def narrowest(low: int, high: int) -> type:
+    """The narrowest signed integer type holding ``low`` and ``high``."""
+    return next(t for t in _SIGNED if np.iinfo(t).min <= low and high <= np.iinfo(t).max)
+
+
+def column_types(con: Any) -> dict[str, type]:
+    """Each per-fact column's type: the narrowest that holds every value of this store (-1 standing for NULL)."""
+    objects, relations, passage, sentence = con.execute(
+        "SELECT (SELECT count(*) FROM (SELECT DISTINCT object_title, object_page_id FROM triples)),"
+        " count(DISTINCT relation), max(passage_id), max(sentence_id) FROM triples"
+    ).fetchall()[0]
+    (end,) = con.execute("SELECT max(end_char) FROM sentence_spans").fetchall()[0]
+    top = {
+        "object": objects - 1,
+        "relation": relations - 1,
+        "passage_id": passage,
+        "sentence_id": sentence,
+        "start": end,
+        "end": end,
+    }
+    types: dict[str, type] = {name: narrowest(-1, int(v or 0)) for name, v in top.items()}
+    types["source"] = np.uint8
+    return types
 
 
 def _write_facts(con: Any, folder: Path, n: int) -> None:
-    wide = wide_columns(con)
+    types = column_types(con)
     reader = con.sql(_FACTS_SQL).to_arrow_reader(BATCH_ROWS)
-    with _open_columns(folder, n, wide) as arrays:
+    with _open_columns(folder, n, types) as arrays:
         pos = 0
         for batch in reader:
             m = batch.num_rows
@@ -147,18 +168,18 @@ def _write_facts(con: Any, folder: Path, n: int) -> None:
 
 
 @contextlib.contextmanager
-def _open_columns(folder: Path, n: int, wide: set[str]) -> Iterator[dict[str, np.ndarray]]:
-    """The per-fact arrays (int64 for the ``wide`` ones), each written through a memory map to a temporary file
-    moved into place on success."""
+def _open_columns(folder: Path, n: int, types: dict[str, type]) -> Iterator[dict[str, np.ndarray]]:
+    """The per-fact arrays, of ``types``, each written through a memory map to a temporary file moved into place
+    on success."""
     with contextlib.ExitStack() as stack:
         arrays = {
             name: np.lib.format.open_memmap(
                 stack.enter_context(atomic_path(folder / f"graph.{name}.npy")),
                 mode="w+",
-                dtype=np.int64 if name in wide else dtype,
+                dtype=types[name],
                 shape=(n,),
             )
-            for name, dtype in _INT_COLUMNS.items()
+            for name in _INT_COLUMNS
         }
         yield arrays
         for arr in arrays.values():
@@ -198,6 +219,7 @@ class Graph:
         self.subject_start = load("subject_start")
         self.columns = {name: load(name) for name in _INT_COLUMNS}
         self.strings = {name: _Strings(folder, f"graph.{name}") for name in (*_DICTIONARIES, "subject_title")}
+        self.object_page = np.load(folder / "graph.objects.page_id.npy", mmap_mode="r", allow_pickle=False)
         # Few relations and sources (normalised infobox keys): read once, and matched once a claim.
         self.relations = [self.strings["relations"][i] for i in range(len(self.strings["relations"]))]
         self.sources = [self.strings["sources"][i] for i in range(len(self.strings["sources"]))]
@@ -206,6 +228,8 @@ class Graph:
             raise ValueError("graph: subject arrays of different lengths")
         if any(len(a) != len(self) for a in self.columns.values()):
             raise ValueError("graph: fact arrays of different lengths")
+        if len(self.object_page) != len(self.strings["objects"]):
+            raise ValueError("graph: objects and their pages of different lengths")
 
     def __len__(self) -> int:
         return int(self.subject_start[-1])
@@ -254,9 +278,10 @@ class Graph:
                 j += 1
             idx = np.concatenate([np.arange(a, b) for _, a, b in step])
             owner = np.repeat([i for i, _, _ in step], [b - a for _, a, b in step])
-            hit = np.isin(self.columns["object_page_id"][idx], targets) | rel_hit[self.columns["relation"][idx]]
+            objects = self.columns["object"][idx]
+            hit = np.isin(self.object_page[objects], targets) | rel_hit[self.columns["relation"][idx]]
             if pattern is not None:
-                hit |= self._objects_matching(self.columns["object"][idx], pattern)
+                hit |= self._objects_matching(objects, pattern)
             take = min(int(hit.sum()), limit - found)
             owners.append(owner[hit][:take])
             rows.append(idx[hit][:take])
@@ -278,6 +303,7 @@ class Graph:
     def _rows(self, subjects: np.ndarray, rows: np.ndarray) -> list[tuple]:
         """The facts at ``rows``, each stated by the subject of index ``subjects[k]``."""
         c = {name: arr[rows].tolist() for name, arr in self.columns.items()}
+        object_page = self.object_page[self.columns["object"][rows]].tolist()
         ids = self.subject_id[subjects].tolist()
         titles = {int(i): self.strings["subject_title"][int(i)] for i in np.unique(subjects)}
         objects = self.strings["objects"]
@@ -290,7 +316,7 @@ class Graph:
                     titles[subject],
                     self.relations[c["relation"][k]],
                     objects[c["object"][k]],
-                    _none(c["object_page_id"][k]),
+                    _none(object_page[k]),
                     self.sources[c["source"][k]],
                     _none(c["passage_id"][k]),
                     _none(c["sentence_id"][k]),

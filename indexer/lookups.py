@@ -43,7 +43,7 @@ from wikiground.system import duckdb_size
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: graph columns in their narrowest types, an object's page once per object
 SPACES = ("exact", "loose")
 KEYS = (*SPACES, "lead", "sentences", "graph")  # what params.json counts (its "keys")
 REDIRECT, DISAMBIGUATION = 1, 2

@@ -120,7 +120,7 @@ def test_lookups_written_before_the_graph_arrays_get_the_older_format_error(kg_s
     del params["keys"]["graph"]
     (folder / PARAMS_FILE).write_text(json.dumps(params))
     with pytest.raises(
-        IndexFormatError, match=r"lookups: built by an older wikiground \(format 1, counting no graph\)"
+        IndexFormatError, match=r"lookups: built by an older wikiground \(format 2, counting no graph\)"
     ):
         Store.open(out)
     with pytest.raises(IndexFormatError, match=r"rebuild it with `wikiground index \.\.\.`"):
@@ -157,15 +157,43 @@ def test_no_graph_when_a_sentence_span_is_ambiguous(kg_store, tmp_path, caplog):
     assert "not unique" in caplog.text
 
 
-def test_id_columns_are_int32_until_an_id_is_past_it():
-    """The per-fact ids take 4 bytes while every id fits; a store with a larger id gets int64 for that column."""
+def test_columns_take_the_narrowest_type_their_values_need():
+    """Each per-fact column is as narrow as this store's values allow (-1 stands for NULL); a larger id widens it."""
     import duckdb
+    import numpy as np
 
     from indexer import graph_lookups
 
     con = duckdb.connect()
-    con.execute("CREATE TABLE triples (object_page_id BIGINT, passage_id BIGINT)")
-    con.execute("INSERT INTO triples VALUES (NULL, 7), (2147483647, 2147483647)")
-    assert graph_lookups.wide_columns(con) == set()
-    con.execute("INSERT INTO triples VALUES (2147483648, 1)")
-    assert graph_lookups.wide_columns(con) == {"object_page_id"}
+    con.execute(
+        "CREATE TABLE triples (object_title VARCHAR, object_page_id BIGINT, relation VARCHAR, passage_id BIGINT, "
+        "sentence_id INTEGER)"
+    )
+    con.execute("CREATE TABLE sentence_spans (end_char INTEGER)")
+    con.execute("INSERT INTO triples VALUES ('A', NULL, 'mentions', 7, NULL), ('B', 3, 'category', 127, 40)")
+    con.execute("INSERT INTO sentence_spans VALUES (128)")
+    types = graph_lookups.column_types(con)
+    assert types == {
+        "object": np.int8,
+        "relation": np.int8,
+        "passage_id": np.int8,
+        "sentence_id": np.int8,
+        "start": np.int16,
+        "end": np.int16,
+        "source": np.uint8,
+    }
+    con.execute("INSERT INTO triples VALUES ('C', 4, 'mentions', 2147483648, 70000)")
+    types = graph_lookups.column_types(con)
+    assert types["passage_id"] == np.int64 and types["sentence_id"] == np.int32
+    assert graph_lookups.narrowest(-1, 32767) == np.int16 and graph_lookups.narrowest(-129, 0) == np.int16
+
+
+def test_an_object_page_is_kept_once_per_object(kg_store):
+    """One page id per distinct (object title, page) pair (a category and an article of one name are two objects;
+    test_facts_as_in_the_store checks every fact's page against the SQL's)."""
+    from indexer import graph_lookups
+
+    with Store.open(kg_store) as store:
+        pairs = store.rows("SELECT count(*) FROM (SELECT DISTINCT object_title, object_page_id FROM triples)")[0][0]
+        assert len(store.graph.object_page) == len(store.graph.strings["objects"]) == pairs
+        assert store.graph.columns["object"].dtype == graph_lookups.narrowest(-1, pairs - 1)
