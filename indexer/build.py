@@ -786,7 +786,7 @@ def _jsonable(value: Any) -> Any:
 # Bytes on disk per passage of each part of the index, and peak RSS of the build under the default budget: from
 # benchmarks/bench_scale.py's builds of enwiki-shaped dumps (benchmarks/RESULTS.md, "Scale").
 # The store includes its triples and its lookups/; kg adds the graph arrays to lookups/.
-DISK_PER_PASSAGE = {"store": 800, "bm25": 130, "tfidf": 520, "dense": 1600, "kg": 150}
+DISK_PER_PASSAGE = {"store": 800, "bm25": 130, "tfidf": 520, "dense": 1600, "kg": 90}
 # TF-IDF's spill files while its postings are written: the build's peak temporary disk beyond the final size.
 TFIDF_SPILL_PER_PASSAGE = 530
 RAM_BASE_MB = 1850  # the build process, the JVM and DuckDB before the corpus fills their shares
