@@ -10,9 +10,11 @@ does), so no vocabulary is ever held. The build streams the passages three times
 
 Memory: a few batches, one range (with a df counter of its buckets), the kept buckets and their df (8 bytes
 each), and a norm per passage (8 bytes each).
-Disk: the spill files (``SPILL``: 8 bytes an entry, the bucket's offset in its range packed with the count); the last
-pass deletes each range's file once read, as it writes that range's postings (a byte and ``id_bits`` bits a kept
-posting), so the peak is the spill itself.
+Disk: the spill files (``SPILL``: 6 bytes an entry, the bucket's offset in its range packed with the count, and the
+passage as its gap from the file's previous entry: a file's passages only grow, and each passage has a few entries in
+each range, so the gaps are small; a gap past 16 bits is carried by filler entries of count 0); the last pass deletes
+each range's file once read, as it writes that range's postings (a byte and ``id_bits`` bits a kept posting), so the
+peak is the spill itself, which is most of a build's peak temporary disk.
 Output (``FILES``): ``buckets.npy`` (sorted kept bucket ids = the terms), ``idf.npy``, ``indptr.npy`` (int64,
 len V+1), ``indices.npy`` (the passage ids, ``id_bits`` bits each, packed end to end into uint32 words, one
 word of padding after them), ``weights.npy`` (uint8: each posting's weight in the L2-normalised
@@ -47,7 +49,8 @@ MAX_COUNT = (1 << (32 - COUNT_SHIFT)) - 1  # an n-gram's count in one passage sa
 LEVELS = 255  # weight steps of a posting (uint8)
 KEEP = 50_000  # postings a list keeps: the most a query reads of one list (backends.tfidf.POSTING_BUDGET)
 FILES = ("buckets.npy", "idf.npy", "indptr.npy", "indices.npy", "weights.npy", "wlo.npy", "wstep.npy")
-SPILL = np.dtype([("key", "<u4"), ("doc", "<i4")])  # key: count << COUNT_SHIFT | bucket offset in the range
+SPILL = np.dtype([("key", "<u4"), ("gap", "<u2")])  # key: count << COUNT_SHIFT | bucket offset; gap: passages since
+MAX_GAP = np.iinfo(np.uint16).max  # the file's previous entry (a filler: key 0, count 0, adds MAX_GAP)
 ENTRY = np.dtype([("bucket", "<u4"), ("doc", "<i4"), ("tf", "<f4")])  # a range's entries, decoded
 
 
@@ -127,29 +130,54 @@ def hashed(batches: Iterable[list[str]], params: dict, workers: int) -> Iterator
 
 def spill(hashed_batches: Iterable[tuple[np.ndarray, ...]], spill_dir: Path, ranges: int, n_features: int) -> int:
     """Pass 1: each hashed batch's (bucket, passage, count) entries into ``ranges`` spill files by bucket range
-    (passage ids counted from 0); returns N."""
+    (passage ids counted from 0, each written as its gap from the file's previous entry); returns N."""
     shift = max(0, (n_features - 1).bit_length() - (ranges - 1).bit_length())
     files = [open(spill_dir / f"range-{r:04d}.bin", "wb") for r in range(ranges)]  # noqa: SIM115
+    last = np.zeros(ranges, dtype=np.int64)  # each file's last passage written
     n = 0
     try:
         for indptr, indices, counts in hashed_batches:
             rows = len(indptr) - 1
             buckets = indices.astype(np.uint32)
-            rec = np.empty(len(indices), dtype=SPILL)
             count = np.clip(np.rint(counts), 1, MAX_COUNT).astype(np.uint32)
-            rec["key"] = (count << np.uint32(COUNT_SHIFT)) | (buckets & np.uint32((1 << shift) - 1))
-            rec["doc"] = np.repeat(np.arange(n, n + rows, dtype=np.int32), np.diff(indptr))
+            key = (count << np.uint32(COUNT_SHIFT)) | (buckets & np.uint32((1 << shift) - 1))
+            doc = np.repeat(np.arange(n, n + rows, dtype=np.int64), np.diff(indptr))
             rid = (buckets >> shift).astype(np.uint16)  # < MAX_RANGES: a radix sort
-            order = np.argsort(rid, kind="stable")
-            rec, rid = rec[order], rid[order]
+            order = np.argsort(rid, kind="stable")  # stable: within a range the passages still ascend
+            key, doc, rid = key[order], doc[order], rid[order]
             cuts = np.searchsorted(rid, np.arange(ranges + 1))
-            for r in np.flatnonzero(np.diff(cuts)):
+            present = np.flatnonzero(np.diff(cuts))
+            prev = np.empty_like(doc)
+            prev[1:] = doc[:-1]
+            prev[cuts[present]] = last[present]
+            last[present] = doc[cuts[present + 1] - 1]
+            rec, rid = _with_fillers(key, doc - prev, rid)
+            cuts = np.searchsorted(rid, np.arange(ranges + 1))
+            for r in present:
                 files[r].write(rec[cuts[r] : cuts[r + 1]].tobytes())
             n += rows
     finally:
         for f in files:
             f.close()
     return n
+
+
+def _with_fillers(key: np.ndarray, gaps: np.ndarray, rid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``SPILL`` records of ``key`` and ``gaps``, each gap past ``MAX_GAP`` preceded by the filler entries that
+    carry it; and each record's range."""
+    fill = np.maximum(0, (gaps - 1) // MAX_GAP)
+    reps = fill + 1
+    total = len(key) + int(fill.sum())
+    rec = np.empty(total, dtype=SPILL)
+    if total == len(key):
+        rec["key"], rec["gap"] = key, gaps
+        return rec, rid
+    ends = np.cumsum(reps) - 1  # where each entry lands, after its fillers
+    rec["key"] = 0
+    rec["gap"] = MAX_GAP
+    rec["key"][ends] = key
+    rec["gap"][ends] = gaps - fill * MAX_GAP
+    return rec, np.repeat(rid, reps)
 
 
 def _ranges(
@@ -163,9 +191,14 @@ def _ranges(
         raw = np.fromfile(path, dtype=SPILL)
         if consume:
             path.unlink()
+        doc = np.cumsum(raw["gap"], dtype=np.int64)
+        real = raw["key"] >> np.uint32(COUNT_SHIFT) != 0  # fillers carry only their gap
+        if not real.all():
+            raw, doc = raw[real], doc[real]
         rec = np.empty(len(raw), dtype=ENTRY)
         rec["bucket"] = (raw["key"] & np.uint32(width - 1)) + np.uint32(r * width)
-        rec["doc"] = raw["doc"]
+        rec["doc"] = doc
+        del doc
         count = (raw["key"] >> np.uint32(COUNT_SHIFT)).astype(np.float32)
         rec["tf"] = 1.0 + np.log(count) if sublinear else count
         del raw
