@@ -32,7 +32,6 @@ DEFAULT_WEIGHTS: Mapping[str, float] = {"title": 1.0, "dense": 1.0, "bm25": 1.0,
 # RRF, and the channels' min-max normalised scores.
 Fusion = Literal["rrf", "rrf-plain", "score"]
 FUSIONS: tuple[Fusion, ...] = get_args(Fusion)
-FUSION_METHODS = FUSIONS
 MARGIN_CHANNELS = ("bm25", "dense", "tfidf")  # channels whose scores rank texts (title and kg scores do not)
 
 
@@ -128,8 +127,8 @@ def fuse(
     ``promotion`` reorders the top pages by the channels' confidence (``rrf-plain``: RRF without it).
 
     Every claim's hits pass through here, a few hundred of them: hence one loop with the per-hit work inline."""
-    if method not in FUSION_METHODS:
-        raise ValueError(f"unknown fusion method {method!r}; choose one of {', '.join(FUSION_METHODS)}")
+    if method not in FUSIONS:
+        raise ValueError(f"unknown fusion method {method!r}; choose one of {', '.join(FUSIONS)}")
     if method == "rrf-plain":
         method, promotion = "rrf", PLAIN
     w = dict(DEFAULT_WEIGHTS)
