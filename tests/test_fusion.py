@@ -160,3 +160,17 @@ def test_each_search_names_its_fusion_and_a_block_fuses_as_one_claim_does(gensim
             r.search(FUSION_CLAIMS[0], 5, fusion="borda")
     with pytest.raises(ConfigError, match="unknown fusion"):
         Retriever.open(gensim_tfidf, channels="tfidf,title", fusion="borda")
+
+
+def test_the_fusion_flag_takes_every_fusion_and_refuses_others(capsys):
+    import argparse
+
+    from retriever.cli_options import add_search_options, open_options
+
+    parser = argparse.ArgumentParser()
+    add_search_options(parser)
+    args = parser.parse_args(["--index", "idx", "--fusion", "rrf-plain"])
+    assert open_options(args).fusion == "rrf-plain"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--index", "idx", "--fusion", "borda"])
+    assert "invalid choice: 'borda'" in capsys.readouterr().err
