@@ -439,7 +439,7 @@ def test_every_request_stays_on_the_server_origin(page):
     assert "connect-src 'self'" in csp and "default-src 'self'" in csp
 
 
-def _tab_to(page, element_id: str, presses: int = 12) -> list[str]:
+def _tab_to(page, element_id: str, presses: int = 16) -> list[str]:
     """Press Tab until the element has the focus; the ids (or classes) focused on the way."""
     order = []
     for _ in range(presses):
