@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import backends
 from backends.entities import Mention, find_mentions, missing_entities
 from indexer.store import Store
-from retriever.fusion import DEFAULT_WEIGHTS, RRF_K, FusedPage, check_weights, fuse
+from retriever.fusion import DEFAULT_WEIGHTS, RRF_K, FusedPage, check_fusion, check_weights, fuse
 from retriever.lanes import run_tasks
 from wikiground.errors import ConfigError, IndexMissingError, QueryError
 from wikiground.layout import BUILT_CHANNELS, CHANNELS, LIVE_PASSAGE_ID_BASE, MANIFEST_FILE, PARAMS_FILE
@@ -187,7 +187,10 @@ class Retriever:
         self.index_dir = index_dir
         self.channels = tuple(channels)
         self.weights = check_weights({**DEFAULT_WEIGHTS, **(weights or {})})
-        self.fusion = fusion
+        try:
+            self.fusion = check_fusion(fusion)
+        except QueryError as exc:
+            raise ConfigError(str(exc)) from None
         self.rrf_k = rrf_k
         self.depth = depth
         self.fallback = fallback
@@ -359,10 +362,17 @@ class Retriever:
             self._executor = ThreadPoolExecutor(max_workers=len(CHANNELS), thread_name_prefix="channel")
         return self._executor
 
-    def fused_pages(self, query: str, *, k: int = 10, channels: Sequence[str] | None = None) -> list[FusedPage]:
+    def fused_pages(
+        self, query: str, *, k: int = 10, channels: Sequence[str] | None = None, fusion: str | None = None
+    ) -> list[FusedPage]:
         depth = max(self.depth, 4 * k)
         results, _ = self.search_hits(query, k=depth, channels=channels)
-        return fuse(results, weights=self.weights, method=self.fusion, rrf_k=self.rrf_k)[:k]
+        return self.fuse(results, fusion)[:k]
+
+    def fuse(self, results: Mapping[str, Sequence[Hit]], fusion: str | None = None) -> list[FusedPage]:
+        """Per-channel hits fused into pages by ``fusion`` (None: the retriever's), with its weights."""
+        method = self.fusion if fusion is None else check_fusion(fusion)
+        return fuse(results, weights=self.weights, method=method, rrf_k=self.rrf_k)
 
     def search(
         self,
@@ -372,13 +382,16 @@ class Retriever:
         channels: str | Sequence[str] | None = None,
         on_the_fly: bool | None = None,
         passages: bool = False,
+        fusion: str | None = None,
     ) -> SearchResult:
-        """Top-k evidence for a claim: pages (each by its best passage), or top-k passages with ``passages``.
+        """Top-k evidence for a claim: pages (each by its best passage), or top-k passages with ``passages``;
+        fused by ``fusion`` (one of ``retriever.fusion.FUSIONS``; None: the retriever's own).
 
         ``k`` is 1..MAX_K (QueryError otherwise); lone surrogates in the claim become U+FFFD.
         """
         claim = clean_surrogates(claim if isinstance(claim, str) else str(claim))
         check_k(k)
+        fusion = self.fusion if fusion is None else check_fusion(fusion)
         t0 = time.perf_counter()
         if not claim.strip():
             return SearchResult(claim, STATUS_EMPTY_QUERY, (), (), {"timings_ms": {}})
@@ -389,7 +402,7 @@ class Retriever:
         depth = max(self.depth, 4 * k)
         found: list[Mention] = []
         results, timings = self.search_hits(claim, k=depth, channels=chans, mentions_out=found)
-        pages = fuse(results, weights=self.weights, method=self.fusion, rrf_k=self.rrf_k)
+        pages = self.fuse(results, fusion)
         evidence = self._evidence(pages, k=k, passages=passages)
         mentions: tuple[Mention, ...] = tuple(found)
         stats: dict[str, Any] = {}
@@ -404,7 +417,7 @@ class Retriever:
             stats.update(live_stats)
         timings["total"] = (time.perf_counter() - t0) * 1000
         stats["timings_ms"] = {c: round(v, 3) for c, v in timings.items()}
-        stats.update(self.answered_by(chans))
+        stats.update(self.answered_by(chans, fusion))
         return SearchResult(claim, status, tuple(evidence), mentions, stats)
 
     def with_live(
@@ -461,10 +474,11 @@ class Retriever:
         self.store.reload_delta()
         return written
 
-    def answered_by(self, chans: Sequence[str]) -> dict[str, list[str]]:
-        """An answer's ``channels`` (those that answered) and, while the index has any, ``pending`` (those that
-        will join it once built)."""
-        return {"channels": list(chans), **({"pending": list(self.pending)} if self.pending else {})}
+    def answered_by(self, chans: Sequence[str], fusion: str | None = None) -> dict[str, Any]:
+        """An answer's ``channels`` (those that answered), its ``fusion`` and, while the index has any, ``pending``
+        (the channels that will join it once built)."""
+        out: dict[str, Any] = {"channels": list(chans), "fusion": fusion or self.fusion}
+        return {**out, **({"pending": list(self.pending)} if self.pending else {})}
 
     def search_batch(self, claims: Iterable[str], k: int = 10, **kwargs: Any) -> Iterator[SearchResult]:
         for c in claims:

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import backends
 from backends.entities import Mention
 from retriever.api import STATUS_EMPTY_QUERY, STATUS_NO_EVIDENCE, STATUS_OK, SearchResult, check_k, parse_channels
-from retriever.fusion import fuse
+from retriever.fusion import check_fusion, fuse
 from retriever.lanes import run_tasks
 from wikiground.errors import IndexMissingError
 from wikiground.records import Hit
@@ -166,13 +166,15 @@ def search_block(
     channels: str | Sequence[str] | None = None,
     passages: bool = False,
     pool: Executor | None = None,
+    fusion: str | None = None,
 ) -> list[SearchResult]:
-    """``[retriever.search(c, k, channels=channels, passages=passages) for c in claims]`` without the live
-    fallback, with each channel searching the whole block at once (on ``pool``'s threads, side by side).
+    """``[retriever.search(c, k, channels=channels, passages=passages, fusion=fusion) for c in claims]`` without
+    the live fallback, with each channel searching the whole block at once (on ``pool``'s threads, side by side).
 
     ``timings_ms`` are the block's per channel and in total, divided by the claims searched (each claim's share).
     """
     check_k(k)
+    fusion = retriever.fusion if fusion is None else check_fusion(fusion)
     claims = [clean_surrogates(c if isinstance(c, str) else str(c)) for c in claims]
     asked = [i for i, c in enumerate(claims) if c.strip()]
     out = [SearchResult(c, STATUS_EMPTY_QUERY, (), (), {"timings_ms": {}}) for c in claims]
@@ -195,7 +197,7 @@ def search_block(
         fuse(
             {c: found[c][0][j] for c in found},  # in Retriever.search_hits's order: fusion sums in it
             weights=retriever.weights,
-            method=retriever.fusion,
+            method=fusion,
             rrf_k=retriever.rrf_k,
         )
         for j in range(len(texts))
@@ -207,7 +209,7 @@ def search_block(
     for j, i in enumerate(asked):
         mentions = tuple(m for c in found if found[c][1] is not None for m in found[c][1][j])
         status = STATUS_OK if evidence[j] else STATUS_NO_EVIDENCE
-        stats = {"timings_ms": dict(timings), **retriever.answered_by(chans)}
+        stats = {"timings_ms": dict(timings), **retriever.answered_by(chans, fusion)}
         out[i] = SearchResult(texts[j], status, tuple(evidence[j]), mentions, stats)
     return out
 
@@ -275,7 +277,9 @@ def search_many(
     *,
     channels: str | Sequence[str] | None = None,
     passages: bool = False,
+    fusion: str | None = None,
 ) -> list[SearchResult]:
     """``retriever.search`` of many claims, without the live fallback: the same answers, each channel searching
     them all at once and the channels side by side in the retriever's pool."""
-    return search_block(retriever, claims, k, channels=channels, passages=passages, pool=retriever._pool())
+    pool = retriever._pool()
+    return search_block(retriever, claims, k, channels=channels, passages=passages, pool=pool, fusion=fusion)

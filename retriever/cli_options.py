@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from retriever.service import (
+    FUSIONS,
     MAX_HOPS,
     PLANNERS,
     FallbackSettings,
@@ -35,7 +36,11 @@ def add_search_options(parser: argparse.ArgumentParser, *, title: str | None = N
         "--indexes", default="all", help="channels: comma list of bm25,dense,tfidf,title (default: all built)"
     )
     p.add_argument(
-        "--fusion", choices=("rrf", "score"), default="rrf", help="reciprocal rank fusion (default) or weighted scores"
+        "--fusion",
+        choices=FUSIONS,
+        default="rrf",
+        help="rrf: reciprocal rank fusion with the sure channels' rank-1 promotion (default); rrf-plain: without it; "
+        "score: weighted min-max scores (a server's default: each request may name its own)",
     )
     p.add_argument("--weights", help="per-channel weights, e.g. title=1.5,dense=1,bm25=0.7,tfidf=0.3")
     p.add_argument("--passages", action="store_true", help="top-k passages instead of top-k pages")

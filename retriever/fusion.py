@@ -17,8 +17,9 @@ import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
-from wikiground.errors import ConfigError
+from wikiground.errors import ConfigError, QueryError
 from wikiground.layout import CHANNELS
 from wikiground.records import Hit
 
@@ -27,7 +28,10 @@ RRF_K = 60
 # benchmarks/RESULTS.md): equal weight for the three strong channels, TF-IDF as a tie-breaker (it mostly
 # duplicates BM25). With these, fused recall@5 is above every channel alone on both sets.
 DEFAULT_WEIGHTS: Mapping[str, float] = {"title": 1.0, "dense": 1.0, "bm25": 1.0, "tfidf": 0.3, "kg": 1.0}
-FUSION_METHODS = ("rrf", "score")
+# The fusions a request, a server or ``--fusion`` names: RRF with the rank-1 promotion below (the default), plain
+# RRF, and the channels' min-max normalised scores.
+Fusion = Literal["rrf", "rrf-plain", "score"]
+FUSIONS: tuple[Fusion, ...] = get_args(Fusion)
 MARGIN_CHANNELS = ("bm25", "dense", "tfidf")  # channels whose scores rank texts (title and kg scores do not)
 
 
@@ -47,6 +51,13 @@ class Promotion:
 # a longer one near it). Within 5: which pages make the top 5, and all below, stay those of plain RRF.
 PROMOTION = Promotion(margin_gain=8.0, title_protect=2.75, within=5)
 PLAIN = Promotion()  # plain RRF
+
+
+def check_fusion(name: object, *, what: str = "fusion") -> Fusion:
+    """A fusion's name, one of FUSIONS; else QueryError naming ``what`` and the choices."""
+    if not isinstance(name, str) or name not in FUSIONS:
+        raise QueryError(f"{what}: unknown fusion {str(name)[:40]!r}; choose one of {', '.join(FUSIONS)}")
+    return name
 
 
 MAX_WEIGHT = 1000.0  # a channel weight beyond this drowns the others: a typo, not a choice
@@ -113,11 +124,13 @@ def fuse(
     promotion: Promotion = PROMOTION,
 ) -> list[FusedPage]:
     """Fuse per-channel hit lists into pages, best first (deterministic tie-break by page id); with RRF, the
-    ``promotion`` reorders the top pages by the channels' confidence.
+    ``promotion`` reorders the top pages by the channels' confidence (``rrf-plain``: RRF without it).
 
     Every claim's hits pass through here, a few hundred of them: hence one loop with the per-hit work inline."""
-    if method not in FUSION_METHODS:
-        raise ValueError(f"unknown fusion method {method!r}; choose one of {', '.join(FUSION_METHODS)}")
+    if method not in FUSIONS:
+        raise ValueError(f"unknown fusion method {method!r}; choose one of {', '.join(FUSIONS)}")
+    if method == "rrf-plain":
+        method, promotion = "rrf", PLAIN
     w = dict(DEFAULT_WEIGHTS)
     if weights:
         w.update(check_weights(weights))

@@ -2,9 +2,10 @@
 
 Every front calls this module: the query command and its batch runner, the HTTP server, the MCP server, and the
 DSPy and LangChain integrations. Two typed, frozen option objects travel between them: :class:`OpenOptions` (which
-index, which channels, how to fuse, the live fallback's settings, the multi-hop planner) opens the index once;
-:class:`SearchOptions` (k, channels, multi-hop, live fallback, passages) goes with each claim. :func:`answer` turns
-one claim into its output line, :class:`BlockAnswerer` a block of claims into theirs, the same lines.
+index, which channels, the default fusion, the live fallback's settings, the multi-hop planner) opens the index once;
+:class:`SearchOptions` (k, channels, fusion, multi-hop, live fallback, passages) goes with each claim.
+:func:`answer` turns one claim into its output line, :class:`BlockAnswerer` a block of claims into theirs, the same
+lines.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from typing import Any
 
 from fallback.settings import FallbackSettings
 from retriever.api import MAX_K, NO_ID, Retriever, check_k, error_line, parse_channels, pending_channels
+from retriever.fusion import FUSIONS, Fusion, check_fusion
 from wikiground.errors import ConfigError, QueryError
 from wikiground.text import clean_surrogates
 
 __all__ = [
     "BLOCK_SIZE",
+    "FUSIONS",
+    "Fusion",
     "MAX_HOPS",
     "MAX_K",
     "NO_ID",
@@ -33,6 +37,7 @@ __all__ = [
     "answer",
     "block_answerer",
     "block_size",
+    "check_fusion",
     "check_k",
     "error_line",
     "json_line",
@@ -52,10 +57,12 @@ WARM_UP_CLAIM = "Aristotle tutored Alexander the Great."
 @dataclass(frozen=True, slots=True)
 class SearchOptions:
     """What one claim is searched with. ``indexes``: the channels (None: every channel the index was opened with);
-    ``on_the_fly``: None asks the live fallback when the Retriever was opened with it."""
+    ``fusion``: one of ``retriever.fusion.FUSIONS`` (None: the one the Retriever was opened with); ``on_the_fly``:
+    None asks the live fallback when the Retriever was opened with it."""
 
     k: int = 10
     indexes: str | None = None
+    fusion: Fusion | None = None
     multihop: bool = False
     hops: int | None = None
     on_the_fly: bool | None = None
@@ -63,10 +70,12 @@ class SearchOptions:
 
     def merged(self, **given: Any) -> SearchOptions:
         """These options with the ``given`` ones that are not None (a request's options over a server's defaults);
-        a list of channels becomes their comma list."""
+        a list of channels becomes their comma list; a fusion is checked (QueryError)."""
         given = {key: value for key, value in given.items() if value is not None}
         if isinstance(given.get("indexes"), list | tuple):
             given["indexes"] = ",".join(str(c) for c in given["indexes"])
+        if "fusion" in given:
+            given["fusion"] = check_fusion(given["fusion"])
         return replace(self, **given) if given else self
 
 
@@ -149,9 +158,12 @@ def answer(
         extra: dict[str, Any] = {"hops": o.hops} if o.hops else {}
         if o.indexes:
             extra["channels"] = parse_channels(o.indexes)
-        params = MultiHopParams(final_k=o.k, **extra)
+        params = MultiHopParams(final_k=o.k, fusion=o.fusion, **extra)
         return MultiHopRetriever(retriever, params=params, planner=planner).search(claim).to_dict(id)
-    return retriever.search(claim, o.k, channels=o.indexes, on_the_fly=o.on_the_fly, passages=o.passages).to_dict(id)
+    found = retriever.search(
+        claim, o.k, channels=o.indexes, on_the_fly=o.on_the_fly, passages=o.passages, fusion=o.fusion
+    )
+    return found.to_dict(id)
 
 
 def json_line(obj: Any, *, indent: int | None = None) -> str:
@@ -190,7 +202,8 @@ class BlockAnswerer:
             (id_, text) = items[0]
             return [answer(self.retriever, text, self.options, id=id_)]
         o = self.options
-        results = search_many(self.retriever, [text for _, text in items], o.k, channels=o.indexes, passages=o.passages)
+        texts = [text for _, text in items]
+        results = search_many(self.retriever, texts, o.k, channels=o.indexes, passages=o.passages, fusion=o.fusion)
         return [res.to_dict(id_) for (id_, _), res in zip(items, results)]
 
 

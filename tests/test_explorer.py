@@ -401,6 +401,31 @@ def test_url_state_round_trips(page):
     assert not page.get_by_label("multi-hop").is_checked()
 
 
+def test_fusion_chosen_in_the_form_goes_into_the_url_and_the_request(page):
+    asked: list[dict] = []
+    page.on("request", lambda req: asked.append(req.post_data_json) if req.url.endswith("/search") else None)
+    page.goto(page.server + "/")
+    page.wait_for_selector("#opt-fusion option", state="attached")
+    assert page.get_by_label("fusion").input_value() == "rrf"
+    assert page.locator("#opt-fusion option").all_inner_texts() == ["rrf", "rrf-plain", "score"]
+    page.get_by_label("Claim or question").fill(CLAIM)
+    page.get_by_label("fusion").select_option("score")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_selector("#claim-results li.ev")
+    assert parse_qs(urlsplit(page.url).query)["fusion"] == ["score"]
+    assert asked[-1]["fusion"] == "score" and "fused by score" in page.locator("#claim-status").inner_text()
+    want = _answer(page.server, CLAIM, k=10, fusion="score")["evidence"][0]
+    assert f"score {want['score']:.4f}" in page.locator("#claim-results li.ev .scores").first.inner_text()
+    page.reload()
+    page.wait_for_selector("#claim-results li.ev")
+    assert page.get_by_label("fusion").input_value() == "score" and asked[-1]["fusion"] == "score"
+    page.get_by_label("fusion").select_option("rrf")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_function("() => !location.search.includes('fusion')")  # the server's default: left out
+    page.wait_for_function("() => document.querySelector('#claim-status').textContent.includes('fused by rrf')")
+    assert "fusion" not in asked[-1]
+
+
 def test_every_request_stays_on_the_server_origin(page):
     seen: list[str] = []
     page.on("request", lambda req: seen.append(req.url))
@@ -414,7 +439,7 @@ def test_every_request_stays_on_the_server_origin(page):
     assert "connect-src 'self'" in csp and "default-src 'self'" in csp
 
 
-def _tab_to(page, element_id: str, presses: int = 12) -> list[str]:
+def _tab_to(page, element_id: str, presses: int = 16) -> list[str]:
     """Press Tab until the element has the focus; the ids (or classes) focused on the way."""
     order = []
     for _ in range(presses):
@@ -442,6 +467,41 @@ def test_keyboard_reaches_the_views(page):
 
 
 # -- the routes (no browser) -------------------------------------------------------------------------------------
+
+
+def test_fusion_is_a_request_option_of_every_search_route(server):
+    """``/search``, ``/search/batch`` and ``/api/search`` each take a fusion; the answer names the one it used, and
+    an unknown one is a 400 in the error shape."""
+    answers = {f: _answer(server, CLAIM, k=5, fusion=f) for f in ("rrf", "rrf-plain", "score")}
+    assert {f: a["fusion"] for f, a in answers.items()} == {"rrf": "rrf", "rrf-plain": "rrf-plain", "score": "score"}
+    assert _answer(server, CLAIM, k=5)["fusion"] == "rrf"  # the server's own
+    ranked = {f: [(e["title"], e["score"], e["page_score"]) for e in a["evidence"]] for f, a in answers.items()}
+    assert len({repr(r) for r in ranked.values()}) == 3
+    assert ranked["rrf"][0][2] > ranked["rrf-plain"][0][2]  # the title channel's exact name promotes its page
+    lines = httpx.post(
+        f"{server}/search/batch", params={"k": 5, "fusion": "score"}, json=[{"id": 1, "claim": CLAIM}], timeout=60
+    ).text.splitlines()
+    line = json.loads(lines[0])
+    assert line["fusion"] == "score" and line["evidence"] == answers["score"]["evidence"]
+    colbert = httpx.get(f"{server}/api/search", params={"query": CLAIM, "k": 3, "fusion": "rrf-plain"}).json()
+    assert colbert["fusion"] == "rrf-plain" and len(colbert["topk"]) == 3
+    posted = httpx.post(f"{server}/api/search", json={"query": CLAIM, "k": 3, "fusion": "score"}).json()
+    assert posted["fusion"] == "score" and posted["topk"] != colbert["topk"]
+    refused = [
+        httpx.post(f"{server}/search", json={"claim": CLAIM, "fusion": "borda"}),
+        httpx.post(f"{server}/search/batch", params={"fusion": "borda"}, json=[{"id": 1, "claim": CLAIM}]),
+        httpx.get(f"{server}/api/search", params={"query": CLAIM, "fusion": "borda"}),
+    ]
+    for r in refused:
+        body = r.json()
+        assert r.status_code == 400 and body["error"]["type"] == "QueryError", body
+        assert (
+            body["error"]["message"]
+            == body["message"]
+            == "fusion: unknown fusion 'borda'; choose one of rrf, rrf-plain, score"
+        )
+    opts = httpx.get(f"{server}/explorer/api/options").json()
+    assert opts["fusion"] == "rrf" and opts["fusions"] == ["rrf", "rrf-plain", "score"]
 
 
 def test_explorer_routes_answer_and_refuse_in_the_error_shape(server):

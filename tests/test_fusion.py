@@ -104,3 +104,73 @@ def test_promotion_reorders_the_top_pages_only():
     plain = [p.page_id for p in fuse(res, promotion=PLAIN)]
     assert plain.index(9) == PROMOTE_WITHIN and fuse(res)[PROMOTE_WITHIN].page_id == 9
     assert fuse(res, promotion=Promotion(margin_gain=MARGIN_GAIN, within=PROMOTE_WITHIN + 1))[0].page_id == 9
+
+
+# -- the fusion a request names ----------------------------------------------------------------------------------
+
+FUSION_CLAIMS = [
+    "Aristotle tutored Alexander the Great.",
+    "Achilles fought at Troy.",
+    "Anarchism is a political philosophy.",
+    "Albedo measures how much light a surface reflects.",
+    "",
+]
+
+
+def test_rrf_plain_is_rrf_without_the_promotion_and_an_unknown_fusion_is_refused():
+    from retriever.fusion import FUSIONS, check_fusion
+    from wikiground.errors import QueryError
+
+    res = {
+        "bm25": hits("bm25", [(10, 1, 9.0), (20, 2, 1.0), (30, 3, 0.5)]),
+        "tfidf": hits("tfidf", [(20, 2, 0.9), (30, 3, 0.8), (10, 1, 0.7)]),
+    }
+    plain = [(p.page_id, p.score) for p in fuse(res, promotion=PLAIN)]
+    assert [(p.page_id, p.score) for p in fuse(res, method="rrf-plain")] == plain
+    assert [(p.page_id, p.score) for p in fuse(res)] != plain  # bm25's wide lead promotes page 1
+    assert FUSIONS == ("rrf", "rrf-plain", "score") and check_fusion("score") == "score"
+    with pytest.raises(QueryError, match="unknown fusion 'borda'; choose one of rrf, rrf-plain, score"):
+        check_fusion("borda")
+
+
+def test_each_search_names_its_fusion_and_a_block_fuses_as_one_claim_does(gensim_tfidf):
+    """A fusion asked per search (and per block of claims, and per multi-hop search) overrides the retriever's own,
+    and the answer names it."""
+    from retriever.api import Retriever
+    from retriever.batch_search import search_many
+    from retriever.fusion import FUSIONS
+    from retriever.service import SearchOptions, answer
+    from wikiground.errors import ConfigError, QueryError
+
+    def without_timings(result) -> dict:
+        return {key: value for key, value in result.to_dict().items() if key != "timings_ms"}
+
+    with Retriever.open(gensim_tfidf, channels="tfidf,title") as r:
+        ranked = {}
+        for fusion in FUSIONS:
+            one = [without_timings(r.search(c, 5, fusion=fusion)) for c in FUSION_CLAIMS]
+            assert [without_timings(x) for x in search_many(r, FUSION_CLAIMS, 5, fusion=fusion)] == one
+            assert all(x["fusion"] == fusion for x in one[:-1])
+            ranked[fusion] = [[(e["title"], e["score"], e.get("page_score")) for e in x["evidence"]] for x in one]
+        assert len({repr(v) for v in ranked.values()}) == len(FUSIONS)
+        assert r.search(FUSION_CLAIMS[0], 5).to_dict()["fusion"] == r.fusion == "rrf"
+        hops = answer(r, FUSION_CLAIMS[0], SearchOptions(k=5, multihop=True, hops=1, fusion="score"))
+        assert hops["fusion"] == "score" and hops["evidence"]
+        with pytest.raises(QueryError, match="unknown fusion"):
+            r.search(FUSION_CLAIMS[0], 5, fusion="borda")
+    with pytest.raises(ConfigError, match="unknown fusion"):
+        Retriever.open(gensim_tfidf, channels="tfidf,title", fusion="borda")
+
+
+def test_the_fusion_flag_takes_every_fusion_and_refuses_others(capsys):
+    import argparse
+
+    from retriever.cli_options import add_search_options, open_options
+
+    parser = argparse.ArgumentParser()
+    add_search_options(parser)
+    args = parser.parse_args(["--index", "idx", "--fusion", "rrf-plain"])
+    assert open_options(args).fusion == "rrf-plain"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--index", "idx", "--fusion", "borda"])
+    assert "invalid choice: 'borda'" in capsys.readouterr().err

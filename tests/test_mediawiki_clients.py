@@ -1,5 +1,5 @@
 """The MediaWiki clients people already use, installed from PyPI and unchanged (pymediawiki, wikipedia, mwclient,
-pywikibot; read-only calls), against ``/w/api.php`` of a running server over the gensim index; and the raw answers
+pywikibot, Wikipedia-API; read-only calls), against ``/w/api.php`` of a running server over the gensim index; and the raw answers
 they rely on (redirects to missing pages, namespaces, totalhits, badinteger, paraminfo)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import warnings
 import httpx
 import pytest
 
+from retriever import pages as page_lookup
 from tests.test_serve import ThreadServer, light_state
 
 
@@ -126,6 +127,51 @@ def test_pywikibot(served, facts, tmp_path):
     assert [p.title() for p in site.search(facts["title"], total=3)]
     assert len(list(site.allpages(total=3))) == 3 and len(list(site.randompages(total=2))) == 2
     assert not pywikibot.Page(site, "No such page in this index at all").exists()
+
+
+def _to_server(url: str):
+    """An httpx transport that sends every request to ``url`` (Host header too): Wikipedia-API builds
+    ``https://en.wikipedia.org/w/api.php`` itself and takes a transport, not a base URL (docs/serving.md)."""
+    target = httpx.URL(url)
+
+    class ToServer(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            request.url = request.url.copy_with(scheme=target.scheme, host=target.host, port=target.port)
+            request.headers["Host"] = request.url.netloc.decode()
+            return super().handle_request(request)
+
+    return ToServer()
+
+
+def test_wikipedia_api(served, facts):
+    import wikipediaapi
+
+    url, store = served
+    wiki = wikipediaapi.Wikipedia(user_agent="wikiground-test (test@example.org)", transport=_to_server(url))
+    title = facts["title"]
+    view = page_lookup.page_view(store, title)
+    page = wiki.page(title)
+    assert page.exists() and page.pageid == view["page_id"] and page.lastrevid == facts["rev_id"]
+    assert page.displaytitle == title and page.fullurl == view["url"]  # displaytitle was None before
+    assert page.summary == view["lead"].strip()
+    top = [s["heading"] for s in view["sections"] if s["level"] == 2]
+    assert [s.title for s in page.sections] == top
+    nested = next(s for s in page.sections if s.sections)
+    assert nested.sections[0].title == next(s["heading"] for s in view["sections"] if s["level"] == 3)
+    first = next(s for s in view["sections"] if s["level"] == 2 and s["text"])
+    assert page.section_by_title(first["heading"]).text == first["text"].strip()
+    assert page.summary in page.text and len(page.text) > len(page.summary)
+    assert set(page.links) == {link["title"] for link in view["links"]}
+    assert {c.removeprefix("Category:") for c in page.categories} == set(view["categories"])
+    backlinks = page.backlinks
+    assert backlinks and all(
+        title in {link["title"] for link in page_lookup.page_view(store, t)["links"]} for t in list(backlinks)[:3]
+    )
+    source, target = facts["redirect"]
+    redirect = wiki.page(source)
+    assert redirect.exists() and redirect.title == target
+    assert not wiki.page("No such page in this index at all").exists()
+    assert title in wiki.search(title).pages
 
 
 def test_raw_answers_follow_mediawiki(served, facts):

@@ -38,6 +38,7 @@ class MultiHopParams:
     depth: int = DEPTH
     channels: tuple[str, ...] | None = None  # None: every channel the Retriever has open
     entity_channels: tuple[str, ...] = ("title", "bm25")  # literal titles need no semantic channel
+    fusion: str | None = None  # each query's fusion (retriever.fusion.FUSIONS); None: the Retriever's
 
     def __post_init__(self) -> None:
         for f in fields(self):

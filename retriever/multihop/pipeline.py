@@ -13,7 +13,6 @@ from typing import Any
 
 from backends.entities import find_mentions
 from retriever.api import NO_ID, delta_origins, output_line, stored_evidence
-from retriever.fusion import fuse
 from retriever.multihop.bridges import find_bridges
 from retriever.multihop.params import KINDS, MultiHopParams
 from retriever.multihop.planner import LocalPlanner, Planner
@@ -102,6 +101,7 @@ class MultiHopRetriever:
         stats = {
             "queries": sum(len(h.queries) for h in state.hops),
             "candidates": len(state.candidates),
+            "fusion": p.fusion or self.retriever.fusion,
             **live_stats,
             "timings_ms": {"total": round((time.perf_counter() - t0) * 1000, 3)},
         }
@@ -187,7 +187,7 @@ class MultiHopRetriever:
             res = titles.get(q.text) if q.kind == "entity" else None
             if res is not None and res.page_id in leads:
                 pages.append((res.page_id, [leads[res.page_id].passage_id], res.title, {"title": 1}))
-            for fp in fuse(results, weights=r.weights, method=r.fusion, rrf_k=r.rrf_k):
+            for fp in r.fuse(results, self.params.fusion):
                 if len(pages) >= q.k:
                     break
                 if any(fp.page_id == x[0] for x in pages):

@@ -38,7 +38,7 @@ from retriever.serve.limits import Access, AccessCheck, BodyLimit, HttpLimits, b
 from retriever.serve.pools import DEFAULT_QUEUE, DEFAULT_THREADS, SlowPool
 from retriever.serve.state import ServerState
 from retriever.serve.views import public_stats
-from retriever.service import SearchOptions, answer, block_answerer, error_line
+from retriever.service import FUSIONS, SearchOptions, answer, block_answerer, error_line
 from wikiground.errors import (
     ConfigError,
     FallbackError,
@@ -86,6 +86,7 @@ class SearchRequest(BaseModel):
     claim: str = Field(description="claim or question text")
     k: StrictInt | None = Field(None, description="evidence items (default: the server's --k)")
     indexes: str | list[str] | None = Field(None, description="channels, e.g. 'bm25,title' (default: the server's)")
+    fusion: str | None = Field(None, description=f"{' or '.join(FUSIONS)} (default: the server's --fusion)")
     multihop: StrictBool | None = Field(None, description="iterative multi-hop retrieval")
     on_the_fly: StrictBool | None = Field(None, description="live fallback (needs a server started --on-the-fly)")
     passages: StrictBool | None = Field(None, description="the top k passages, not the top k pages")
@@ -101,6 +102,7 @@ class BatchItem(BaseModel):
 class ColbertRequest(BaseModel):
     query: str
     k: StrictInt = 10
+    fusion: str | None = None
 
 
 def status_of(exc: WikigroundError) -> int:
@@ -307,7 +309,12 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         state.count("search")
         claim = state.check_claim(req.claim)
         opts = state.defaults.merged(
-            k=req.k, indexes=req.indexes, multihop=req.multihop, on_the_fly=req.on_the_fly, passages=req.passages
+            k=req.k,
+            indexes=req.indexes,
+            fusion=req.fusion,
+            multihop=req.multihop,
+            on_the_fly=req.on_the_fly,
+            passages=req.passages,
         )
         opts = replace(opts, k=state.check_k(opts.k))
         return LineResponse(await runner.search(claim, opts))
@@ -317,6 +324,7 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         items: Annotated[list[BatchItem], Body()],
         k: int | None = Query(None),
         indexes: str | None = Query(None),
+        fusion: str | None = Query(None, description=" or ".join(FUSIONS)),
         multihop: bool | None = Query(None),
         on_the_fly: bool | None = Query(None),
         format: str = Query("jsonl", description="jsonl, trec, kilt, fever or hotpot (retriever/formats.py)"),
@@ -327,7 +335,7 @@ def _search_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
         render = formats.renderer(format, run_tag=run_tag, docid=docid)
         if len(items) > state.limits.max_batch:
             raise QueryError(f"the batch has {len(items)} claims; the limit is {state.limits.max_batch}")
-        opts = state.defaults.merged(k=k, indexes=indexes, multihop=multihop, on_the_fly=on_the_fly)
+        opts = state.defaults.merged(k=k, indexes=indexes, fusion=fusion, multihop=multihop, on_the_fly=on_the_fly)
         opts = replace(opts, k=state.check_k(opts.k))
         claims = []
         for n, item in enumerate(items):
@@ -508,18 +516,20 @@ def colbert_topk(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _dspy_routes(app: FastAPI, state: ServerState, runner: Runner) -> None:
-    async def topk(query: str, k: int) -> Any:
+    async def topk(query: str, k: int, fusion: str | None) -> Any:
         state.count("api/search")
         claim = state.check_claim(query, what="query")
         k = state.check_k(k)
-        opts = replace(state.defaults.merged(k=k), multihop=False, passages=True)  # k passages, as ColBERT gives
+        opts = replace(state.defaults.merged(k=k, fusion=fusion), multihop=False, passages=True)  # as ColBERT gives
         result = await runner.search(claim, opts)
-        return JSONResponse({"query": query, "topk": colbert_topk(result)})
+        return JSONResponse({"query": query, "topk": colbert_topk(result), "fusion": result.get("fusion")})
 
-    @app.get("/api/search", summary="DSPy ColBERTv2 drop-in: GET ?query=...&k=... -> {topk: [...]}")
-    async def colbert_get(query: str = Query(...), k: int = Query(10)) -> Any:
-        return await topk(query, k)
+    @app.get("/api/search", summary="DSPy ColBERTv2 drop-in: GET ?query=...&k=...&fusion=... -> {topk: [...]}")
+    async def colbert_get(
+        query: str = Query(...), k: int = Query(10), fusion: str | None = Query(None, description=" or ".join(FUSIONS))
+    ) -> Any:
+        return await topk(query, k, fusion)
 
     @app.post("/api/search", summary="DSPy ColBERTv2 drop-in (post_requests=True): {query, k} -> {topk: [...]}")
     async def colbert_post(req: ColbertRequest) -> Any:
-        return await topk(req.query, req.k)
+        return await topk(req.query, req.k, req.fusion)

@@ -52,7 +52,7 @@ PROPS = ("extracts", "info", "categories", "links", "pageprops", "revisions")
 LISTS = ("search", "categorymembers", "backlinks", "random", *clients.LIST_MODULES)
 METAS = ("siteinfo", "userinfo")
 GENERATORS = ("search", "links", "categories", "backlinks", "categorymembers", *clients.GENERATORS)
-INPROPS = ("url",)
+INPROPS = ("url", "displaytitle")
 INTRO_EXTRACTS = 20  # TextExtracts' cap per request for intros; a whole-article extract is one per request
 CORE_PARAMS = {
     "action",
@@ -305,8 +305,11 @@ def _pages(store: Any, p: Mapping[str, str], reply: Reply, entries: list[Entry])
 
 
 def _prop_info(store: Any, p: Mapping[str, str], reply: Reply, existing: list[tuple[dict, Page]]) -> None:
-    want_url = "url" in _values(p, "inprop")
+    inprop = _values(p, "inprop")
+    want_url = "url" in inprop
     for d, page in existing:
+        if "displaytitle" in inprop:  # the store keeps no DISPLAYTITLE override: the title, as HTML
+            d["displaytitle"] = html.escape(page.title)
         d.update(contentmodel="wikitext", pagelanguage="en", pagelanguagehtmlcode="en", pagelanguagedir="ltr")
         if page.rev_timestamp:
             d["touched"] = page.rev_timestamp

@@ -10,6 +10,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from retriever import pages as page_lookup
+from retriever.service import FUSIONS
 from wikiground.errors import QueryError
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -37,11 +38,13 @@ def parse_ids(text: str, name: str) -> list[int]:
 
 
 def options(state: Any, retriever: Any) -> dict[str, Any]:
-    """What the page offers: the channels open, the server's defaults and bounds, and its fusion (set at start)."""
+    """What the page offers: the channels open, the fusions (the server's default first named), the server's
+    defaults and bounds."""
     d = state.defaults
     return {
         "channels": list(retriever.channels),
-        "fusion": retriever.fusion,
+        "fusion": d.fusion or retriever.fusion,
+        "fusions": list(FUSIONS),
         "weights": {c: retriever.weights.get(c) for c in retriever.channels},
         "on_the_fly": retriever.fallback is not None,
         "defaults": {"k": d.k, "indexes": d.indexes, "multihop": d.multihop, "on_the_fly": bool(d.on_the_fly)},

@@ -3,7 +3,7 @@ import { $, esc, fetchJSON, fmt, pageHref, revisionHref, shortDate } from "./uti
 import { highlighter } from "./highlight.js";
 
 let go = null;
-let options = null; // the server's channels, defaults and fusion (/explorer/api/options)
+let options = null; // the server's channels, fusions, defaults and bounds (/explorer/api/options)
 let optionsReady = null;
 let lastKey = null; // the request shown now: opening the same URL again does not search again
 let lastAnswer = null;
@@ -39,8 +39,10 @@ function fillOptions(opts) {
   ).join(" ");
   $("opt-live").disabled = !opts.on_the_fly;
   $("opt-live-wrap").title = opts.on_the_fly ? "" : "the server was started without --on-the-fly";
+  $("opt-fusion").innerHTML = opts.fusions.map((f) =>
+    `<option value="${esc(f)}"${f === opts.fusion ? " selected" : ""}>${esc(f)}</option>`).join("");
   const weights = Object.entries(opts.weights).map(([c, w]) => `${c}=${w}`).join(", ");
-  $("opt-fusion").textContent = `fusion: ${opts.fusion} (${weights})`;
+  $("opt-weights").textContent = `weights: ${weights}`;
 }
 
 // The URL of the form's request: only what differs from the server's defaults besides the claim and k.
@@ -53,6 +55,7 @@ function formHref() {
     const dflt = options.defaults.indexes ? options.defaults.indexes.split(",") : options.channels;
     if (picked.length && picked.join(",") !== dflt.join(",")) q.set("indexes", picked.join(","));
   }
+  if (options && $("opt-fusion").value && $("opt-fusion").value !== options.fusion) q.set("fusion", $("opt-fusion").value);
   const d = options ? options.defaults : { multihop: false, on_the_fly: false };
   if ($("opt-multihop").checked !== d.multihop) q.set("multihop", $("opt-multihop").checked ? "1" : "0");
   if ($("opt-live").checked !== d.on_the_fly) q.set("on_the_fly", $("opt-live").checked ? "1" : "0");
@@ -64,6 +67,7 @@ function requestOf(params) {
   const k = parseInt(params.get("k"), 10);
   if (Number.isFinite(k)) body.k = k;
   if (params.get("indexes")) body.indexes = params.get("indexes");
+  if (params.get("fusion")) body.fusion = params.get("fusion");
   if (params.has("multihop")) body.multihop = params.get("multihop") === "1";
   if (params.has("on_the_fly")) body.on_the_fly = params.get("on_the_fly") === "1";
   return body;
@@ -76,6 +80,7 @@ function fillForm(body) {
   $("opt-k").value = String(body.k ?? d.k);
   $("opt-multihop").checked = body.multihop ?? d.multihop;
   $("opt-live").checked = body.on_the_fly ?? d.on_the_fly;
+  if (options) $("opt-fusion").value = body.fusion ?? options.fusion;
   const indexes = body.indexes ?? d.indexes;
   const set = indexes ? new Set(indexes.split(",")) : null;
   for (const box of document.querySelectorAll("#opt-channels input")) box.checked = !set || set.has(box.value);
@@ -123,7 +128,7 @@ async function search(body, key) {
   lastAnswer = answer;
   const n = answer.evidence.length;
   status.textContent = answer.status === "ok" || !answer.error
-    ? `${n} evidence item${n === 1 ? "" : "s"} · answered in ${Math.round(timings.serverMs)} ms · drawn in ${timings.renderMs.toFixed(1)} ms`
+    ? `${n} evidence item${n === 1 ? "" : "s"}${answer.fusion ? ` · fused by ${answer.fusion}` : ""} · answered in ${Math.round(timings.serverMs)} ms · drawn in ${timings.renderMs.toFixed(1)} ms`
     : `${answer.status}: ${answer.error}`;
   const results = $("claim-results");
   results.dataset.renderMs = timings.renderMs.toFixed(2);
