@@ -12,6 +12,8 @@ import sys
 import numpy as np
 import pytest
 
+from backends import delta_parts
+from backends.delta_store import write_parts
 from fallback.delta import write_live_pages
 from fallback.live import LivePage
 from indexer.store import Store
@@ -75,7 +77,7 @@ def updated(base, tmp_path_factory):
     dump, events = _inputs(folder, pages)
     with Retriever.open(index) as r:
         before = {claim: r.search(claim, 5).to_dict() for claim in CLAIMS}
-    summary = update_index(index, [dump], [events], workers=1)
+    summary = update_index(index, [dump], [events], workers=1, prepare=write_parts)
     return index, pages, dump, events, summary, before
 
 
@@ -152,6 +154,39 @@ def test_the_same_update_twice_changes_nothing(updated):
     for a, b in zip(first, second, strict=True):
         a.pop("timings_ms"), b.pop("timings_ms")
         assert a == b
+
+
+def _answers(index, claims=CLAIMS) -> list:
+    with Retriever.open(index) as r:
+        found = [r.search(c, 10, passages=True).evidence for c in claims]
+    return [[(e.title, e.passage_id, e.score, e.origin, e.rev_id, sorted(e.ranks.items())) for e in ev] for ev in found]
+
+
+def test_an_updated_index_opens_without_building_its_delta_parts(updated, tmp_path, caplog):
+    """The update saved every channel's delta part: opening the index builds none, and answers as the parts built
+    in memory do (from a copy without them, which builds them with a warning and saves them back)."""
+    index = updated[0]
+    saved = sorted(p.parent.name for p in (index / "delta").glob("parts-*/*/params.json"))
+    assert saved == ["bm25", "dense", "tfidf"]
+    built = dict(delta_parts.built_in_memory)
+    loaded = _answers(index)
+    assert delta_parts.built_in_memory == built
+    assert loaded[0][0][0] == EDITED
+    copy = tmp_path / "index"
+    shutil.copytree(index, copy, ignore=shutil.ignore_patterns("parts-*"))
+    with caplog.at_level("WARNING", logger="backends.delta_store"):
+        assert _answers(copy) == loaded
+    assert "building it in memory" in caplog.text
+    assert all(delta_parts.built_in_memory.get(c, 0) == built.get(c, 0) + 1 for c in saved)
+    assert sorted(p.parent.name for p in (copy / "delta").glob("parts-*/*/params.json")) == saved  # saved back
+    (params,) = (copy / "delta").glob("parts-*/tfidf/params.json")
+    older = json.loads(params.read_text(encoding="utf-8")) | {"format_version": 0}
+    params.write_text(json.dumps(older), encoding="utf-8")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="backends.delta_store"):
+        assert _answers(copy) == loaded
+    assert "tfidf part is missing or unreadable" in caplog.text
+    assert delta_parts.built_in_memory["tfidf"] == built.get("tfidf", 0) + 2
 
 
 def test_an_older_revision_is_skipped_with_a_message(updated, tmp_path):
@@ -268,3 +303,39 @@ def test_the_tfidf_delta_part_scores_as_the_base(base):
             ours = {h.passage_id: h.score for h in TfidfPart(tfidf, corpus).search_batch([claim], 10)[0]}
             assert ours.keys() == {h.passage_id for h in hits}
             assert all(abs(ours[h.passage_id] - h.score) < 1e-5 for h in hits)
+
+
+def test_compact_folds_the_delta_into_the_base_and_answers_the_same(updated, tmp_path):
+    """Below the share worth it, compact says so and does nothing; forced, the delta is folded into the base: the
+    same answers (the folded pages now ``local``, their revisions kept), an empty delta, and the applied files still
+    recorded (applying them again changes nothing)."""
+    from indexer.compact import compact_index
+
+    index, pages, dump, events = updated[:4]
+    copy = tmp_path / "index"
+    shutil.copytree(index, copy)
+    before = _answers(copy, CLAIMS)
+    cmd = [sys.executable, "-m", "wikiground", "compact", "--index", str(copy)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0 and "not compacted" in done.stdout and "below the 10%" in done.stdout, done.stderr
+    assert delta_segments(copy) == delta_segments(index)
+    result = compact_index(copy, force=True)
+    assert result["compacted"] and result["delta_pages"] == 2 and result["delta_deleted"] == 1
+    assert delta_segments(copy) == []
+    # The claims about the pages the update touched find the same pages first (the statistics are the new base's, and
+    # so are the scores; the deleted page's claim finds other pages, none of them the deleted one).
+    after = _answers(copy, CLAIMS)
+    assert [after[i][0][0] for i in (0, 2)] == [before[i][0][0] for i in (0, 2)] == [EDITED, NEW_TITLE]
+    assert DELETED not in {e[0] for ev in after for e in ev}
+    with Retriever.open(copy) as r:
+        top = r.search(CLAIMS[0], 5, passages=True).evidence[0]
+        assert (top.title, top.origin, top.rev_id) == (EDITED, "local", pages[EDITED][1] + 200)
+        assert "observatory" in top.evidence_text
+        assert r.store.resolve_title(DELETED) is None
+        assert DELETED not in {e.title for e in r.search(CLAIMS[1], 50).evidence}
+        moved = r.store.resolve_title(MOVED)
+        assert (moved.title, moved.page_id, moved.via_redirect) == (NEW_TITLE, pages[MOVED][0], MOVED)
+    manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["delta"]["pages"] == 0 and {dump.name, events.name} <= {u["name"] for u in manifest["updates"]}
+    again = update_index(copy, [dump], [events], workers=1)
+    assert again["segment"] is None and {s["reason"] for s in again["skipped_files"]} == {"already applied"}
