@@ -40,10 +40,10 @@ from wikiground.layout import (
 
 log = logging.getLogger(__name__)
 
-# A tenth of the base's passages. Below it the delta costs a query little (a 10,000-page delta over 4M passages left
-# the fused p50 unchanged), while a compaction costs what building the channels costs (hours for all of enwiki);
-# around it the delta's direct scoring (dense compares the query with every delta vector) nears the base's own
-# search, and a fresh base dump is then worth considering too (docs/updating.md).
+# A tenth of the base's passages. Below it the delta costs a query little (the fused latency with a day's delta is in
+# benchmarks/RESULTS.md), while a compaction costs what building the channels costs; around it the delta's direct
+# scoring (dense compares the query with every delta vector) nears the base's own search, and a fresh base dump is
+# worth considering too (docs/updating.md).
 COMPACT_SHARE = 0.10
 
 

@@ -303,39 +303,3 @@ def test_the_tfidf_delta_part_scores_as_the_base(base):
             ours = {h.passage_id: h.score for h in TfidfPart(tfidf, corpus).search_batch([claim], 10)[0]}
             assert ours.keys() == {h.passage_id for h in hits}
             assert all(abs(ours[h.passage_id] - h.score) < 1e-5 for h in hits)
-
-
-def test_compact_folds_the_delta_into_the_base_and_answers_the_same(updated, tmp_path):
-    """Below the share worth it, compact says so and does nothing; forced, the delta is folded into the base: the
-    same answers (the folded pages now ``local``, their revisions kept), an empty delta, and the applied files still
-    recorded (applying them again changes nothing)."""
-    from indexer.compact import compact_index
-
-    index, pages, dump, events = updated[:4]
-    copy = tmp_path / "index"
-    shutil.copytree(index, copy)
-    before = _answers(copy, CLAIMS)
-    cmd = [sys.executable, "-m", "wikiground", "compact", "--index", str(copy)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0 and "not compacted" in done.stdout and "below the 10%" in done.stdout, done.stderr
-    assert delta_segments(copy) == delta_segments(index)
-    result = compact_index(copy, force=True)
-    assert result["compacted"] and result["delta_pages"] == 2 and result["delta_deleted"] == 1
-    assert delta_segments(copy) == []
-    # The claims about the pages the update touched find the same pages first (the statistics are the new base's, and
-    # so are the scores; the deleted page's claim finds other pages, none of them the deleted one).
-    after = _answers(copy, CLAIMS)
-    assert [after[i][0][0] for i in (0, 2)] == [before[i][0][0] for i in (0, 2)] == [EDITED, NEW_TITLE]
-    assert DELETED not in {e[0] for ev in after for e in ev}
-    with Retriever.open(copy) as r:
-        top = r.search(CLAIMS[0], 5, passages=True).evidence[0]
-        assert (top.title, top.origin, top.rev_id) == (EDITED, "local", pages[EDITED][1] + 200)
-        assert "observatory" in top.evidence_text
-        assert r.store.resolve_title(DELETED) is None
-        assert DELETED not in {e.title for e in r.search(CLAIMS[1], 50).evidence}
-        moved = r.store.resolve_title(MOVED)
-        assert (moved.title, moved.page_id, moved.via_redirect) == (NEW_TITLE, pages[MOVED][0], MOVED)
-    manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["delta"]["pages"] == 0 and {dump.name, events.name} <= {u["name"] for u in manifest["updates"]}
-    again = update_index(copy, [dump], [events], workers=1)
-    assert again["segment"] is None and {s["reason"] for s in again["skipped_files"]} == {"already applied"}
