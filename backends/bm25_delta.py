@@ -27,27 +27,18 @@ class BM25Part:
     def __init__(self, base: Any, corpus: DeltaCorpus, previous: Any = None):
         from jnius import autoclass
 
-        self.base = base
-        self.corpus = corpus
-        self.k1, self.b = float(base.params["k1"]), float(base.params["b"])
-        self.fields = {f: float(w) for f, w in base.params["fields"].items() if float(w) > 0}
-        self._analyze = autoclass("io.anserini.analysis.AnalyzerUtils").analyze
-        self._term = autoclass("org.apache.lucene.index.Term")
+        self._attach(base, corpus)
         small = autoclass("org.apache.lucene.util.SmallFloat")
         contents = [
             ". ".join(p for p in (t, h, x) if p) or " " for t, h, x in zip(corpus.titles, corpus.headings, corpus.texts)
         ]
         texts = {"contents": contents, "title": corpus.titles}
-        self._idf: dict[tuple[str, str], float] = {}
-        self._stats: dict[str, int] = {}  # field -> the base's document count
-        self.postings: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+        self.postings: dict[str, Any] = {}
         self.norms: dict[str, np.ndarray] = {}
         with base._lock:  # Java from one Python thread at a time (backends.bm25)
-            self._reader = base._searcher.reader
-            self._analyzer = base._topk._analyzer
             for field in self.fields:
                 docs = self._tokens(texts.get(field, contents))
-                n, total = self._reader.getDocCount(field), self._reader.getSumTotalTermFreq(field)
+                n, total = self._stats[field], self._reader.getSumTotalTermFreq(field)
                 avgdl = total / n if n > 0 else 1.0
                 stored: dict[int, int] = {}  # a length as Lucene stores it, asked of Java once per length
                 lengths = [
@@ -56,7 +47,43 @@ class BM25Part:
                 ]
                 self.norms[field] = self.k1 * (1 - self.b + self.b * np.asarray(lengths, dtype=np.float64) / avgdl)
                 self.postings[field] = _postings(docs)
-                self._stats[field] = n
+
+    def _attach(self, base: Any, corpus: DeltaCorpus) -> None:
+        """The base's analyzer, reader and statistics: what scoring asks of Java (built or restored alike)."""
+        from jnius import autoclass
+
+        self.base = base
+        self.corpus = corpus
+        self.k1, self.b = float(base.params["k1"]), float(base.params["b"])
+        self.fields = {f: float(w) for f, w in base.params["fields"].items() if float(w) > 0}
+        self._analyze = autoclass("io.anserini.analysis.AnalyzerUtils").analyze
+        self._term = autoclass("org.apache.lucene.index.Term")
+        self._idf: dict[tuple[str, str], float] = {}
+        with base._lock:
+            self._reader = base._searcher.reader
+            self._analyzer = base._topk._analyzer
+            self._stats = {field: self._reader.getDocCount(field) for field in self.fields}  # the base's N
+
+    def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Per field: its passages' length norms and its postings as arrays (``backends.delta_store``)."""
+        arrays: dict[str, np.ndarray] = {}
+        for i, field in enumerate(self.fields):
+            arrays[f"{i}.norms"] = self.norms[field]
+            arrays.update({f"{i}.{k}": v for k, v in SavedPostings.pack(self.postings[field]).items()})
+        return {"fields": list(self.fields)}, arrays
+
+    @classmethod
+    def restore(cls, base: Any, corpus: DeltaCorpus, params: dict[str, Any], arrays: dict[str, np.ndarray]) -> BM25Part:
+        part = cls.__new__(cls)
+        part._attach(base, corpus)
+        if list(part.fields) != params["fields"]:
+            raise ValueError(f"parts of fields {params['fields']}, the base searches {list(part.fields)}")
+        part.norms = {field: arrays[f"{i}.norms"] for i, field in enumerate(part.fields)}
+        part.postings = {
+            field: SavedPostings({k: arrays[f"{i}.{k}"] for k in SavedPostings.ARRAYS})
+            for i, field in enumerate(part.fields)
+        }
+        return part
 
     def _tokens(self, texts: list[str]) -> list[list[str]]:
         """Each text's tokens by the base's analyzer: texts joined by the separator, a call per slice."""
@@ -120,3 +147,36 @@ def _postings(docs: list[list[str]]) -> dict[str, tuple[np.ndarray, np.ndarray]]
             rows.setdefault(term, []).append(i)
             tfs.setdefault(term, []).append(tf)
     return {t: (np.asarray(r, dtype=np.int64), np.asarray(tfs[t], dtype=np.float64)) for t, r in rows.items()}
+
+
+class SavedPostings:
+    """A field's postings saved as arrays: the terms (one UTF-8 blob, their end offsets), where each term's rows
+    start, the rows and the counts; looked up as the in-memory dict is (the terms' index is made on first use)."""
+
+    ARRAYS = ("terms", "term_ends", "starts", "rows", "tfs")
+
+    def __init__(self, arrays: dict[str, np.ndarray]):
+        self._arrays = arrays
+        self._index: dict[str, int] | None = None
+
+    @staticmethod
+    def pack(postings: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+        from backends.delta_corpus import Strings
+
+        terms = sorted(postings)
+        blob, ends = Strings.pack(terms)
+        sizes = [len(postings[t][0]) for t in terms]
+        starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+        rows = np.concatenate([postings[t][0] for t in terms]) if terms else np.zeros(0, dtype=np.int64)
+        tfs = np.concatenate([postings[t][1] for t in terms]) if terms else np.zeros(0, dtype=np.float64)
+        return {"terms": blob, "term_ends": ends, "starts": starts, "rows": rows, "tfs": tfs}
+
+    def get(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        if self._index is None:
+            raw, ends = bytes(self._arrays["terms"]), self._arrays["term_ends"].tolist()
+            self._index = {raw[a:b].decode("utf-8"): i for i, (a, b) in enumerate(zip([0, *ends[:-1]], ends))}
+        i = self._index.get(term)
+        if i is None:
+            return None
+        a, b = int(self._arrays["starts"][i]), int(self._arrays["starts"][i + 1])
+        return self._arrays["rows"][a:b], self._arrays["tfs"][a:b]

@@ -3,6 +3,7 @@ part's scores."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,7 +12,7 @@ from indexer.store import Store
 from wikiground.records import Hit
 
 # The delta passages' text as the base channels index it (title, heading path, text).
-_CORPUS_SQL = (
+CORPUS_SQL = (
     "SELECT passage_id, page_id, title, heading_path, text, passage_index, source FROM passages "
     "ORDER BY page_id, passage_index"
 )
@@ -19,21 +20,49 @@ _CORPUS_SQL = (
 
 @dataclass(frozen=True, slots=True)
 class DeltaCorpus:
-    """The delta's passages, in one order every part indexes them in."""
+    """The delta's passages, in one order every part indexes them in (a corpus read back from saved parts has
+    no headings or texts: the parts need them only to be built)."""
 
     passage_ids: np.ndarray
     page_ids: np.ndarray
-    titles: list[str]
-    headings: list[str]
-    texts: list[str]
+    titles: Sequence[str]
+    headings: Sequence[str]
+    texts: Sequence[str]
     leads: np.ndarray  # rows of each page's lead passage (first text passage, else first passage)
 
     def __len__(self) -> int:
         return len(self.passage_ids)
 
 
+class Strings(Sequence[str]):
+    """Strings saved as one UTF-8 blob and the offsets where each ends (mmap'd arrays), decoded when read."""
+
+    def __init__(self, blob: np.ndarray, ends: np.ndarray):
+        self._blob, self._ends = blob, ends
+
+    @staticmethod
+    def pack(items: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        raw = [s.encode("utf-8") for s in items]
+        ends = np.cumsum([len(b) for b in raw], dtype=np.int64) if raw else np.zeros(0, dtype=np.int64)
+        return np.frombuffer(b"".join(raw), dtype=np.uint8).copy(), ends
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = int(i) + len(self) if int(i) < 0 else int(i)
+        start = int(self._ends[i - 1]) if i > 0 else 0
+        return bytes(self._blob[start : int(self._ends[i])]).decode("utf-8")
+
+
 def read_corpus(store: Store) -> DeltaCorpus:
-    rows = store.delta_rows(_CORPUS_SQL)
+    return corpus_from_rows(store.delta_rows(CORPUS_SQL))
+
+
+def corpus_from_rows(rows: Sequence[tuple]) -> DeltaCorpus:
+    """The corpus of :data:`CORPUS_SQL`'s rows."""
     leads: dict[int, tuple[bool, int, int]] = {}
     for i, r in enumerate(rows):
         key = (r[6] != "text", int(r[5]), i)

@@ -39,18 +39,39 @@ class MergedChannel:
         return getattr(self.base, attr)
 
     def part(self, shadow: DeltaShadow) -> Any:
-        """The delta part for the delta as ``shadow`` saw it (built again when its files changed)."""
+        """The delta part for the delta as ``shadow`` saw it: the one saved with it, else built again (when its
+        files changed) and saved for the next reader."""
         held = self._part
         if held is not None and held[0] == shadow.listing:
             return held[1]
         with self._lock:
             held = self._part
             if held is None or held[0] != shadow.listing:
-                corpus = read_corpus(self.store)
-                previous = held[1] if held is not None else None
-                part = self._make_part(self.base, corpus, previous) if len(corpus) else None
+                part = self._saved_or_built(shadow, held[1] if held is not None else None)
                 self._part = held = (shadow.listing, part)
         return held[1]
+
+    def _saved_or_built(self, shadow: DeltaShadow, previous: Any) -> Any:
+        from backends import delta_store
+
+        index_dir, build_id = self.store.path, self.store.build_id
+        folder = None
+        if index_dir is not None:
+            key = delta_store.parts_key(build_id, [entry[0] for entry in shadow.listing])
+            folder = delta_store.part_dir(index_dir, key, self.name)
+            restore = delta_store.restorer(self.name)
+            found, part = delta_store.load_part(folder, self.name, build_id, lambda *a: restore(self.base, *a))
+            if found:
+                return part
+        corpus = read_corpus(self.store)
+        part = self._make_part(self.base, corpus, previous) if len(corpus) else None
+        built_in_memory[self.name] = built_in_memory.get(self.name, 0) + 1
+        if folder is not None and self.store.shadow.listing == shadow.listing:  # the corpus is that delta's
+            try:
+                delta_store.save_part(folder, self.name, build_id, corpus, part)
+            except OSError as exc:  # a read-only index: the next reader builds it again
+                log.info("%s: the delta's %s part not saved (%s)", folder, self.name, exc)
+        return part
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         return self.search_batch([query], k)[0]
@@ -93,14 +114,13 @@ def merge_hits(base: Sequence[Hit], delta: Sequence[Hit], hidden: frozenset[int]
     ]
 
 
+# channel -> delta parts built in memory by this process (none where the update saved them): what tests read
+built_in_memory: dict[str, int] = {}
+
+
 def merged(channel: str, base: Any, store: Store) -> Any:
     """``base`` (a built channel's backend) searched with the delta of ``store`` as one."""
-    if channel == "tfidf":
-        from backends.delta_scoring import TfidfPart as part
-    elif channel == "dense":
-        from backends.delta_scoring import DensePart as part
-    elif channel == "bm25":
-        from backends.bm25_delta import BM25Part as part
-    else:
-        return base
-    return MergedChannel(base, store, part)
+    from backends.delta_store import part_class
+
+    cls = part_class(channel)
+    return MergedChannel(base, store, cls) if cls is not None else base

@@ -12,6 +12,8 @@ import numpy as np
 
 from backends.delta_corpus import DeltaCorpus, top_hits
 
+KEY_BYTES = 12  # a passage text's blake2b digest: the dense part's key of a vector it need not compute again
+
 
 def _texts(corpus: DeltaCorpus, rows: np.ndarray) -> list[str]:
     from backends.encoder import passage_text
@@ -47,6 +49,28 @@ class TfidfPart:
         shape = (n, len(self.columns))
         self.matrix = sparse.csr_matrix((values, (rows[keep], inverse)), shape=shape).tocsc()
 
+    def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """What :meth:`restore` reads back (``backends.delta_store``): the term columns and the sparse matrix."""
+        m = self.matrix
+        return {"shape": list(m.shape)}, {
+            "columns": self.columns,
+            "data": m.data,
+            "indices": m.indices,
+            "indptr": m.indptr,
+        }
+
+    @classmethod
+    def restore(
+        cls, base: Any, corpus: DeltaCorpus, params: dict[str, Any], arrays: dict[str, np.ndarray]
+    ) -> TfidfPart:
+        from scipy import sparse
+
+        part = cls.__new__(cls)
+        part.base, part.corpus, part.columns = base, corpus, np.asarray(arrays["columns"])
+        matrix = (arrays["data"], arrays["indices"], arrays["indptr"])
+        part.matrix = sparse.csc_matrix(matrix, shape=tuple(params["shape"]), copy=False)
+        return part
+
     def search_batch(self, queries: list[str], k: int) -> list[list]:
         out = []
         for tids, weights in self.base.vectorize_many(queries):
@@ -69,15 +93,32 @@ class DensePart:
         self.corpus = corpus
         self.rows = corpus.leads if getattr(base, "rows", None) is not None else np.arange(len(corpus))
         texts = _texts(corpus, self.rows)
-        keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=12).digest() for t in texts]
+        keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=KEY_BYTES).digest() for t in texts]
         known = previous.cache if previous is not None else {}
         todo = [i for i, key in enumerate(keys) if key not in known]
         if todo:
             fresh = base.encoder.encode([texts[i] for i in todo])
             known = {**known, **{keys[i]: fresh[j] for j, i in enumerate(todo)}}
-        self.cache = {key: known[key] for key in keys}
         dim = int(base.vectors.shape[1])
-        self.vectors = np.stack([self.cache[key] for key in keys]) if keys else np.zeros((0, dim), dtype=np.float32)
+        self.vectors = np.stack([known[key] for key in keys]) if keys else np.zeros((0, dim), dtype=np.float32)
+        self.keys = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), KEY_BYTES)
+
+    @property
+    def cache(self) -> dict[bytes, np.ndarray]:
+        """A passage text's key -> its vector: what a part built after this one need not embed again."""
+        return {bytes(key): vector for key, vector in zip(self.keys, self.vectors)}
+
+    def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        return {}, {"rows": self.rows, "vectors": self.vectors, "keys": self.keys}
+
+    @classmethod
+    def restore(
+        cls, base: Any, corpus: DeltaCorpus, params: dict[str, Any], arrays: dict[str, np.ndarray]
+    ) -> DensePart:
+        part = cls.__new__(cls)
+        part.base, part.corpus = base, corpus
+        part.rows, part.vectors, part.keys = arrays["rows"], arrays["vectors"], arrays["keys"]
+        return part
 
     def search_with_base(self, queries: list[str], k: int) -> tuple[list[list], list[list]]:
         """The base's hits and the delta's for ``queries``, from one encoding of them."""

@@ -72,7 +72,7 @@ def with_triples(src: Path, dst: Path) -> dict[str, Any]:
 def _refresh_unreadable(folder: Path, build_id: str | None) -> None:
     """Rebuild, from the copied store, a channel this version no longer reads (an older TF-IDF format)."""
     import backends
-    from indexer.build import _stamp_channel
+    from indexer.build import stamp_channel
     from indexer.store import Store
     from wikiground.errors import IndexCorruptError
 
@@ -89,7 +89,7 @@ def _refresh_unreadable(folder: Path, build_id: str | None) -> None:
         (folder / channel).mkdir()
         backends.build(channel, folder / "wiki.duckdb", folder / channel)
         if build_id:
-            _stamp_channel(folder / channel, build_id)
+            stamp_channel(folder / channel, build_id)
 
 
 def _index(shared: Path, out: Path, name: str, corpus: Path) -> tuple[Path, dict[str, Any]]:

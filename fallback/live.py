@@ -115,6 +115,7 @@ class LiveResult:
     pages: tuple[LivePage, ...]
     cache_misses: int = 0
     live_status: str = LIVE_OK
+    refreshed: tuple[str, ...] = ()  # local titles whose newer revision was read (LiveFallback.refresh)
 
     @property
     def found(self) -> bool:
@@ -131,6 +132,7 @@ class LiveResult:
             "evidence": [e.to_dict() for e in self.evidence],
             "state": self.state.to_dict(),
             "pages": [p.to_dict() for p in self.pages],
+            "refreshed": list(self.refreshed),
         }
 
 
@@ -303,6 +305,17 @@ class LiveFallback:
         run.score_new()
         return self._result(run, start, k, live_status)
 
+    def refresh(self, claim: str, local: Sequence[tuple[str, int | None]], *, k: int = 10) -> LiveResult:
+        """The pages among ``local`` ((title, the revision the index holds): a claim's top local evidence) that
+        changed since: their latest revision ids asked with ``prop=info`` (50 titles a request), the newer ones
+        read (intro, then the sections closest to the claim) as live evidence; ``refreshed`` names them by their
+        local titles. Under the claim's live deadline, rate limit and cache, as every lookup."""
+        start = self.api.counts_here()
+        run = _Run(self, claim, [], ClaimState(claim, attempts=1))
+        live_status = self._bounded(run, lambda: run.refresh(local))
+        run.score_new()
+        return replace(self._result(run, start, k, live_status), refreshed=tuple(run.refreshed))
+
     def _result(self, run: _Run, start: tuple[int, int, int], k: int, live_status: str = LIVE_OK) -> LiveResult:
         api, state = self.api, run.state
         # A page the claim names is evidence about that entity even when its intro shares few words with
@@ -374,6 +387,7 @@ class _Run:
         self.pages: dict[str, dict[str, Any]] = {}  # title -> LivePage fields (sections appended)
         self._scored = 0
         self._section_lists: dict[str, PageSections] = {}
+        self.refreshed: list[str] = []  # local titles found changed live (refresh)
 
     # attempts
 
@@ -427,6 +441,32 @@ class _Run:
             if not (info.missing or info.invalid or info.is_disambiguation):
                 self._add_page(info, self._entity_for(info.title, info.extract or ""))
         self._search_round()
+
+    def refresh(self, local: Sequence[tuple[str, int | None]]) -> None:
+        """The pages of ``local`` whose live revision is newer than the index's, read as candidates."""
+        held: dict[str, int] = {}
+        for title, rev_id in local:
+            if title and rev_id is not None:
+                held.setdefault(title, int(rev_id))
+        if not held:
+            return
+        try:
+            infos = self.api.resolve(list(held))
+        except _Soft as exc:
+            self._soft(exc)
+            return
+        newer = {
+            t: i
+            for t, i in infos.items()
+            if not (i.missing or i.invalid) and i.rev_id is not None and i.rev_id > held[t]
+        }
+        self.refreshed.extend(newer)
+        for info in self._intros([i.title for i in newer.values()]).values():
+            if not (info.missing or info.invalid or info.is_disambiguation):
+                self._add_page(info, None, keep=True)
+        self.score_new()
+        for title in self._partially_relevant():
+            self._expand_sections(title)
 
     # steps
 

@@ -1,10 +1,12 @@
 """``python -m indexer build --dump PATH --out DIR [--indexes LIST] [--namespaces 0] [--workers N]
-[--dense-scope auto|all|leads] [--dense-tune-queries FILE] [--dense-later auto|yes|no] [--no-embed] [--quiet]`` and
-``python -m indexer update --index DIR --dump FILE... [--events FILE...]``."""
+[--dense-scope auto|all|leads] [--dense-tune-queries FILE] [--dense-later auto|yes|no] [--no-embed] [--quiet]``,
+``python -m indexer update --index DIR --dump FILE... [--events FILE...]`` and
+``python -m indexer compact --index DIR [--force]``."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -122,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     from indexer import update_cli
 
     update_cli.add_parser(sub)
+    update_cli.add_compact_parser(sub)
     return parser
 
 
@@ -131,9 +134,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
     if args.command == "update":
+        from backends.delta_store import write_parts  # the channels' delta parts, written with the update
         from indexer import update_cli
 
-        return _guarded(update_cli.run, args, "interrupted; the index is as it was before this update")
+        run = functools.partial(update_cli.run, prepare=write_parts)
+        return _guarded(run, args, "interrupted; the index is as it was before this update")
+    if args.command == "compact":
+        from indexer import update_cli
+
+        return _guarded(update_cli.run_compact, args, "interrupted; the index is as it was before this compaction")
     return _guarded(_build, args, "interrupted; finished stages are kept for --resume, the rest was removed")
 
 

@@ -178,7 +178,7 @@ def _build_locked(out: Path, paths: list[Path], plan: _Plan, started: float, res
     ``--resume``."""
     print_ = stages.fingerprint(paths, plan.fingerprint(), __version__)
     journal = stages.StageJournal.find(out, print_) if resume else None
-    _remove_stale_temps(out, keep=journal.folder if journal else None)
+    remove_stale_temps(out, keep=journal.folder if journal else None)
     if journal is None:
         if resume:
             logger.warning("--resume: no cut-off build of %s with these inputs and options; starting clean", out)
@@ -347,13 +347,13 @@ def _build_channels(
             if entry is not None:
                 pending[name] = entry
                 continue
-        built[name] = _build_one(name, tmp, progress=plan.progress, options=opts, memory=plan.memory)
-        _stamp_channel(tmp / name, journal.build_id)
+        built[name] = build_one(name, tmp, progress=plan.progress, options=opts, memory=plan.memory)
+        stamp_channel(tmp / name, journal.build_id)
         journal.finish(name, built[name], (name,), options=asked)
     return built
 
 
-def _stamp_channel(folder: Path, build_id: str) -> None:
+def stamp_channel(folder: Path, build_id: str) -> None:
     """``build_id`` and ``files`` (relative path -> bytes) into a channel's params.json: ``backends.load`` checks
     that the channel is of the store's build and that no file of it was truncated."""
     path = folder / PARAMS_FILE
@@ -368,12 +368,12 @@ def _stamp_channel(folder: Path, build_id: str) -> None:
 
 def _publish(tmp: Path, out: Path) -> None:
     """Swap ``tmp`` into the place of ``out``, keeping ``out``'s mode and carrying its live delta over."""
-    os.chmod(tmp, _folder_mode(out))  # mkdtemp makes 0700
+    os.chmod(tmp, folder_mode(out))  # mkdtemp makes 0700
     with _carried_delta(out, tmp):
         swap_folder(tmp, out)
 
 
-def _folder_mode(out: Path) -> int:
+def folder_mode(out: Path) -> int:
     """An existing folder keeps its mode; a new one gets the umask's default, as mkdir would give it."""
     if out.is_dir():
         return stat.S_IMODE(out.stat().st_mode)
@@ -405,7 +405,7 @@ def _carried_delta(out: Path, tmp: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _remove_stale_temps(out: Path, keep: Path | None = None) -> None:
+def remove_stale_temps(out: Path, keep: Path | None = None) -> None:
     """Temporary folders of earlier builds of ``out`` that died (kill -9, power loss) or failed, but ``keep`` (the
     one a resumed build continues); called under the build lock, so no live build owns them. An ``.old-`` folder is
     removed only while ``out`` exists: without ``out`` it is the last copy of the previous index (a swap cut off
@@ -659,7 +659,7 @@ def _dense_estimate(db_path: Path, out: Path, scope: str) -> dict[str, Any]:
     return est
 
 
-def _build_one(
+def build_one(
     name: str, tmp: Path, *, progress: bool, options: Mapping[str, Any], memory: int | None = None
 ) -> dict[str, Any]:
     out_dir = tmp / name

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,9 +88,16 @@ def _insert(con: Any, table: str, rows: Sequence[tuple]) -> None:
         con.unregister("_delta_rows")
 
 
-def write_segment(folder: Path, tables: Mapping[str, Sequence[tuple]]) -> str:
+def write_segment(
+    folder: Path,
+    tables: Mapping[str, Sequence[tuple]],
+    *,
+    before_commit: Callable[[Path, str], None] | None = None,
+) -> str:
     """A new segment in ``folder`` (held under :func:`delta_lock`) holding ``tables`` (name -> rows, in the
-    tables' column order); returns its file name. Readers see all of it or none: it is renamed in when whole."""
+    tables' column order); returns its file name. Readers see all of it or none: it is renamed in when whole.
+    ``before_commit(staged, name)`` runs on the whole segment under its temporary name, before it is renamed in
+    (the channels' delta parts are written then, so readers find them with it); if it fails, nothing is."""
     import duckdb
 
     name = f"seg-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{DELTA_SEGMENT_SUFFIX}"
@@ -108,6 +115,8 @@ def write_segment(folder: Path, tables: Mapping[str, Sequence[tuple]]) -> str:
         finally:
             con.close()
         os.chmod(tmp, FILE_MODE)
+        if before_commit is not None:
+            before_commit(tmp, name)
         os.replace(tmp, folder / name)
     except (duckdb.Error, OSError) as exc:
         raise BuildError(f"{folder / name}: writing the delta segment failed: {exc}") from exc

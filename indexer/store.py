@@ -314,16 +314,17 @@ _DELTA_TABLES = ("pages", "sections", "passages", "categories", "see_also", "lin
 _DELTA_KEYED = {"triples": "subject_page_id"}
 
 
-def open_delta(index_dir: Path) -> tuple[Any | None, tuple]:
+def open_delta(index_dir: Path, extra: Sequence[Path] = ()) -> tuple[Any | None, tuple]:
     """The delta's segments merged into an in-memory database (the newest revision of each page wins, a deletion
     being one more revision: its tombstone), and the listing it was read from. A segment that cannot be read whole
-    is skipped with a warning: the rest serve."""
+    is skipped with a warning: the rest serve. ``extra``: segments not yet renamed in, read as the newest (a writer
+    preparing what readers will see once they are)."""
     import duckdb
 
     from indexer.delta_schema import DELTA_EXTRA_DDL
     from indexer.schema import DDL
 
-    segments = delta_segments(index_dir)
+    segments = [*delta_segments(index_dir), *extra]
     listing = _listing(segments)
     if not segments:
         return None, listing

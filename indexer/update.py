@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from wikiground.errors import InputError
 
 log = logging.getLogger(__name__)
 
+FOLDED_KEY = "folded_updates"  # the manifest's record of the files a compaction folded into the base
 PARSE_CHUNK = 64  # pages handed to a cleaner process at a time
 
 
@@ -106,9 +107,12 @@ def update_index(
     events: Sequence[str | Path] = (),
     *,
     workers: int | None = None,
+    prepare: Callable[[Path, Path, str], object] | None = None,
 ) -> dict[str, Any]:
     """Apply ``dumps`` (adds-changes or pages-articles XML) then ``events`` (page_change JSON lines) to the index
-    at ``index_dir``; returns a summary: the files applied or skipped, the segment written (None: nothing new)."""
+    at ``index_dir``; returns a summary: the files applied or skipped, the segment written (None: nothing new).
+    ``prepare(index_dir, staged, name)`` runs on the new segment before it is renamed in (the command passes
+    ``backends.delta_store.write_parts``: the channels' delta parts written in the same update)."""
     index_dir = Path(index_dir)
     paths = [(Path(p), "dump") for p in dumps] + [(Path(p), "events") for p in events]
     if not paths:
@@ -123,12 +127,14 @@ def update_index(
         remove_stale_parts(folder)
         store.reload_delta()
         run = _Run(store, params, (manifest.get("siteinfo") or {}).get("base"), workers)
+        run.applied |= {u.get("sha256") for u in manifest.get(FOLDED_KEY) or []}  # compacted into the base
         records, skipped = run.apply(paths)
         name = None
         if records:
             tables = run.pending.tables()
             tables["delta_files"] = [r.row(_now()) for r in records]
-            name = write_segment(folder, tables)
+            ready = (lambda staged, final: prepare(index_dir, staged, final)) if prepare is not None else None
+            name = write_segment(folder, tables, before_commit=ready)
     record_updates(index_dir)  # also completes the record of an update killed between its segment and this
     seconds = time.perf_counter() - started
     log.info("update of %s: %d file(s) applied, %d skipped, %.1f s", index_dir, len(records), len(skipped), seconds)
@@ -289,8 +295,8 @@ class _Run:
 
 
 def record_updates(index_dir: Path) -> dict[str, Any]:
-    """Rewrite the manifest's ``updates`` (every applied file, oldest first) and ``delta`` (its page counts) from
-    the delta's segments; returns the manifest."""
+    """Rewrite the manifest's ``updates`` (every applied file, oldest first: those a compaction folded into the base,
+    then the delta's) and ``delta`` (its page counts) from the delta's segments; returns the manifest."""
     manifest = read_manifest(index_dir)
     con, _ = open_delta(index_dir)
     if con is None:
@@ -302,7 +308,7 @@ def record_updates(index_dir: Path) -> dict[str, Any]:
         stale = con.execute("SELECT count(DISTINCT page_id) FROM stale_pages").fetchone()[0]
     finally:
         con.close()
-    manifest["updates"] = [dict(zip(cols, r, strict=True)) for r in rows]
+    manifest["updates"] = [*(manifest.get(FOLDED_KEY) or []), *(dict(zip(cols, r, strict=True)) for r in rows)]
     manifest["delta"] = {"pages": count["pages"], "deleted": count["tombstones"], "stale": stale}
     write_manifest(index_dir, manifest)
     return manifest

@@ -1,9 +1,11 @@
-"""``python -m indexer update`` (``wikiground update``): its options and its output."""
+"""``python -m indexer update`` and ``python -m indexer compact`` (``wikiground update``, ``wikiground compact``):
+their options and their output."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -37,10 +39,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     update.add_argument("--verbose", action="store_true", help="debug logging and tracebacks on errors")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, *, prepare: Callable[[Path, Path, str], object] | None = None) -> int:
+    """The update; ``prepare``: what is written with its segment (the channels' delta parts)."""
     from indexer.update import update_index
 
-    summary = update_index(args.index, args.dump, args.events, workers=args.workers)
+    summary = update_index(args.index, args.dump, args.events, workers=args.workers, prepare=prepare)
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
     elif not args.quiet:
@@ -61,3 +64,34 @@ def describe(index: Path, summary: dict) -> str:
     segment = summary["segment"] or "nothing new"
     lines.append(f"{index}: delta {segment}; {summary['seconds']:.1f}s")
     return "\n".join(lines)
+
+
+def add_compact_parser(sub: argparse._SubParsersAction) -> None:
+    compact = sub.add_parser(
+        "compact",
+        help="fold the delta into the base channels (when it has grown past a tenth of the base)",
+        description="Rebuild the store and the channels with the delta applied, in a temporary folder swapped in "
+        "under the build lock; below the share worth it, say so and do nothing.",
+    )
+    compact.add_argument("--index", required=True, type=Path, metavar="DIR", help="the index folder to compact")
+    compact.add_argument("--force", action="store_true", help="compact whatever the delta's size")
+    compact.add_argument("--json", action="store_true", help="print what was done as JSON")
+    compact.add_argument("--quiet", action="store_true", help="warnings only")
+    compact.add_argument("--verbose", action="store_true", help="debug logging and tracebacks on errors")
+
+
+def run_compact(args: argparse.Namespace) -> int:
+    from indexer.compact import compact_index
+
+    done = compact_index(args.index, force=args.force)
+    if args.json:
+        print(json.dumps(done, indent=2, ensure_ascii=False))
+    elif not args.quiet:
+        if done["compacted"]:
+            print(
+                f"{args.index}: {done['delta_pages']} delta page(s) and {done['delta_deleted']} deletion(s) folded "
+                f"into the base (build {done['build_id']}); {done['seconds']:.1f}s"
+            )
+        else:
+            print(f"{args.index}: not compacted: {done['reason']}")
+    return 0

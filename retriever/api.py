@@ -182,6 +182,7 @@ class Retriever:
         on_the_fly: bool = False,
         ingest_live: bool = False,
         live_bridges: bool = False,
+        check_fresh: bool = False,
     ):
         self.store = store
         self.index_dir = index_dir
@@ -197,6 +198,7 @@ class Retriever:
         self.on_the_fly = on_the_fly
         self.ingest_live = ingest_live
         self.live_bridges = live_bridges
+        self.check_fresh = check_fresh
         self.pending: tuple[str, ...] = ()  # channels the index lists as pending (indexer.dense_later)
         self._backends: dict[str, Any] = {}
         self._load_lock = threading.Lock()
@@ -217,12 +219,15 @@ class Retriever:
         fallback: FallbackSettings | LiveFallback | None = None,
         ingest_live: bool = False,
         live_bridges: bool = False,
+        check_fresh: bool = False,
         http_client: Any | None = None,
     ) -> Retriever:
         """Open an index folder. Backends load lazily on first use; the live fallback only with ``on_the_fly``.
 
         ``fallback``: the live fallback's settings (unset ones come from ``WIKIGROUND_*`` variables), or a ready
         :class:`~fallback.live.LiveFallback`. ``http_client`` replaces the fallback's HTTP client (tests, proxies).
+        ``check_fresh`` (with ``on_the_fly``): the local pages among a claim's top evidence are checked against
+        their latest revision live, and those that changed answered from their new text (``origin: live``).
         """
         settings = _settings_of(fallback, on_the_fly)
         if settings is not None:
@@ -241,6 +246,7 @@ class Retriever:
             on_the_fly=on_the_fly,
             ingest_live=ingest_live,
             live_bridges=live_bridges,
+            check_fresh=check_fresh,
         )
         retriever.pending = pending_channels(d)
         if on_the_fly and fallback is None:
@@ -425,10 +431,32 @@ class Retriever:
     ) -> tuple[list[Evidence], str | None, dict[str, Any]]:
         """Local evidence completed from the live fallback: the claim's ``mentions`` that the local index lacks
         are looked up (live evidence first), or with ``live_bridges`` the second hop of a claim whose entities
-        are all local (local evidence first). Returns the evidence, the live status when the claim was looked
-        up (else None), and the request counts."""
+        are all local (local evidence first); with ``check_fresh``, first, the local pages among the evidence
+        that changed since are read live and replace it. Returns the evidence, the live status when the claim was
+        looked up (else None), and the request counts."""
         if self.fallback is None:
             raise ConfigError("on_the_fly needs a fallback: open the Retriever with on_the_fly=True")
+        if not self.check_fresh:
+            return self._looked_up(claim, evidence, mentions, k=k)
+        with self.fallback.api.deadline_scope():  # the freshness check and the lookups share the claim's deadline
+            fresh = self.fallback.refresh(claim, [(e.title, e.rev_id) for e in evidence if e.origin != "live"], k=k)
+            if fresh.refreshed:
+                stale = set(fresh.refreshed)
+                evidence = _interleave(list(fresh.evidence), [e for e in evidence if e.title not in stale], k)
+            evidence, status, stats = self._looked_up(claim, evidence, mentions, k=k)
+        stats["refreshed"] = list(fresh.refreshed)
+        stats["requests"] += fresh.requests
+        stats["cache_hits"] += fresh.cache_hits
+        if stats.get("live_status", "ok") == "ok":  # fallback.live.LIVE_OK: the lookups were not cut short
+            stats["live_status"] = fresh.live_status
+        if self.ingest_live and fresh.pages and self.index_dir is not None:
+            stats["ingested"] = stats.get("ingested", 0) + self._ingest(fresh.pages)
+        return evidence, status, stats
+
+    def _looked_up(
+        self, claim: str, evidence: Sequence[Evidence], mentions: Sequence[Mention], *, k: int
+    ) -> tuple[list[Evidence], str | None, dict[str, Any]]:
+        """The claim's missing entities looked up live, or with ``live_bridges`` its second hop (:meth:`with_live`)."""
         evidence = list(evidence)
         covered = [(e.title, e.evidence_text) for e in evidence]
         missing = missing_entities(mentions, claim=claim, covered=covered)

@@ -92,6 +92,12 @@ def _add_live_options(p: argparse.ArgumentParser) -> None:
         help="with --on-the-fly, also when every entity is local: fetch the second hop's pages that the "
         "index lacks (names in the best local evidence; one request)",
     )
+    g.add_argument(
+        "--check-fresh",
+        action="store_true",
+        help="with --on-the-fly, also ask the live revision of the local pages among a claim's top evidence "
+        "(prop=info, 50 titles a request) and answer from the new text of those that changed (origin: live)",
+    )
 
 
 def check_search_options(args: argparse.Namespace) -> None:
@@ -103,6 +109,8 @@ def check_search_options(args: argparse.Namespace) -> None:
         raise QueryError("--hops works with --multihop")
     if args.live_bridges and not args.on_the_fly:
         raise QueryError("--live-bridges works with --on-the-fly")
+    if args.check_fresh and not args.on_the_fly:
+        raise QueryError("--check-fresh works with --on-the-fly")
     if args.planner != "local" and not args.multihop:
         raise QueryError(f"--planner {args.planner} works with --multihop")
     if (args.lm is not None or args.lm_api_base is not None) and args.planner != "dspy":
@@ -134,6 +142,7 @@ def open_options(args: argparse.Namespace) -> OpenOptions:
         fallback=fallback_settings(args),
         ingest_live=args.ingest_live,
         live_bridges=args.live_bridges,
+        check_fresh=args.check_fresh,
         planner=args.planner,
         lm=args.lm,
         lm_api_base=args.lm_api_base,

@@ -95,6 +95,7 @@ class OpenOptions:
     fallback: FallbackSettings | None = None
     ingest_live: bool = False
     live_bridges: bool = False
+    check_fresh: bool = False
     planner: str = "local"
     lm: str | None = None
     lm_api_base: str | None = None
@@ -114,6 +115,7 @@ class OpenOptions:
             fallback=self.settings() if self.on_the_fly else None,
             ingest_live=self.ingest_live,
             live_bridges=self.live_bridges,
+            check_fresh=self.check_fresh,
             http_client=self.http_client,
         )
 

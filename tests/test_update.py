@@ -12,6 +12,8 @@ import sys
 import numpy as np
 import pytest
 
+from backends import delta_parts
+from backends.delta_store import write_parts
 from fallback.delta import write_live_pages
 from fallback.live import LivePage
 from indexer.store import Store
@@ -75,7 +77,7 @@ def updated(base, tmp_path_factory):
     dump, events = _inputs(folder, pages)
     with Retriever.open(index) as r:
         before = {claim: r.search(claim, 5).to_dict() for claim in CLAIMS}
-    summary = update_index(index, [dump], [events], workers=1)
+    summary = update_index(index, [dump], [events], workers=1, prepare=write_parts)
     return index, pages, dump, events, summary, before
 
 
@@ -152,6 +154,39 @@ def test_the_same_update_twice_changes_nothing(updated):
     for a, b in zip(first, second, strict=True):
         a.pop("timings_ms"), b.pop("timings_ms")
         assert a == b
+
+
+def _answers(index, claims=CLAIMS) -> list:
+    with Retriever.open(index) as r:
+        found = [r.search(c, 10, passages=True).evidence for c in claims]
+    return [[(e.title, e.passage_id, e.score, e.origin, e.rev_id, sorted(e.ranks.items())) for e in ev] for ev in found]
+
+
+def test_an_updated_index_opens_without_building_its_delta_parts(updated, tmp_path, caplog):
+    """The update saved every channel's delta part: opening the index builds none, and answers as the parts built
+    in memory do (from a copy without them, which builds them with a warning and saves them back)."""
+    index = updated[0]
+    saved = sorted(p.parent.name for p in (index / "delta").glob("parts-*/*/params.json"))
+    assert saved == ["bm25", "dense", "tfidf"]
+    built = dict(delta_parts.built_in_memory)
+    loaded = _answers(index)
+    assert delta_parts.built_in_memory == built
+    assert loaded[0][0][0] == EDITED
+    copy = tmp_path / "index"
+    shutil.copytree(index, copy, ignore=shutil.ignore_patterns("parts-*"))
+    with caplog.at_level("WARNING", logger="backends.delta_store"):
+        assert _answers(copy) == loaded
+    assert "building it in memory" in caplog.text
+    assert all(delta_parts.built_in_memory.get(c, 0) == built.get(c, 0) + 1 for c in saved)
+    assert sorted(p.parent.name for p in (copy / "delta").glob("parts-*/*/params.json")) == saved  # saved back
+    (params,) = (copy / "delta").glob("parts-*/tfidf/params.json")
+    older = json.loads(params.read_text(encoding="utf-8")) | {"format_version": 0}
+    params.write_text(json.dumps(older), encoding="utf-8")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="backends.delta_store"):
+        assert _answers(copy) == loaded
+    assert "tfidf part is missing or unreadable" in caplog.text
+    assert delta_parts.built_in_memory["tfidf"] == built.get("tfidf", 0) + 2
 
 
 def test_an_older_revision_is_skipped_with_a_message(updated, tmp_path):

@@ -1,7 +1,8 @@
 """The ``wikiground`` command: one entry point over the project's command lines.
 
 ``wikiground index ...`` is ``python -m indexer build ...``, ``wikiground update ...`` is
-``python -m indexer update ...``, ``wikiground embed ...`` is
+``python -m indexer update ...``, ``wikiground compact ...`` is ``python -m indexer compact ...``,
+``wikiground embed ...`` is
 ``python -m indexer.embed ...``, ``wikiground query ...`` is ``python -m retriever.query ...``,
 ``wikiground serve ...`` is ``python -m retriever.serve ...`` and ``wikiground mcp ...`` is
 ``python -m retriever.mcp ...``: the same
@@ -20,6 +21,7 @@ USAGE = """usage: wikiground [--version] COMMAND [ARGS...]
 commands:
   index   build an index folder from dumps or corpora   (python -m indexer build)
   update  apply newer dumps and page_change events       (python -m indexer update)
+  compact fold the delta into the base channels           (python -m indexer compact)
   embed   dense embeddings in resumable shards           (python -m indexer.embed)
   query   evidence for claims from an index folder      (python -m retriever.query)
   serve   serve an index folder over HTTP               (python -m retriever.serve)
@@ -41,6 +43,12 @@ def _update(argv: Sequence[str]) -> int:
     from indexer.__main__ import main
 
     return main(["update", *argv])
+
+
+def _compact(argv: Sequence[str]) -> int:
+    from indexer.__main__ import main
+
+    return main(["compact", *argv])
 
 
 def _embed(argv: Sequence[str]) -> int:
@@ -82,6 +90,7 @@ def _eval(argv: Sequence[str]) -> int:
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "index": _index,
     "update": _update,
+    "compact": _compact,
     "embed": _embed,
     "query": _query,
     "serve": _serve,
