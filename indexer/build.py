@@ -788,7 +788,7 @@ def _jsonable(value: Any) -> Any:
 # The store includes its triples and its lookups/; kg adds the graph arrays to lookups/.
 DISK_PER_PASSAGE = {"store": 800, "bm25": 130, "tfidf": 520, "dense": 1600, "kg": 90}
 # TF-IDF's spill files while its postings are written: the build's peak temporary disk beyond the final size.
-TFIDF_SPILL_PER_PASSAGE = 530
+TFIDF_SPILL_PER_PASSAGE = 450
 RAM_BASE_MB = 1850  # the build process, the JVM and DuckDB before the corpus fills their shares
 RAM_PER_WORKER_MB = 250
 RAM_PER_PASSAGE = 220  # bytes of peak RSS per passage until the stages reach their shares of the budget
