@@ -327,7 +327,7 @@ def _build_channels(
     a channel the journal has from before is kept. A dense channel left for after publishing goes into
     ``pending`` instead (:mod:`indexer.dense_later`)."""
     built: dict[str, Any] = {}
-    for name in plan.indexes:
+    for name in build_order(plan.indexes):
         asked = plan.index_options.get(name, {})
         kept = journal.done(name, asked) if name in BUILT_CHANNELS else None
         if kept is not None:
@@ -350,7 +350,13 @@ def _build_channels(
         built[name] = build_one(name, tmp, progress=plan.progress, options=opts, memory=plan.memory)
         stamp_channel(tmp / name, journal.build_id)
         journal.finish(name, built[name], (name,), options=asked)
-    return built
+    return {name: built[name] for name in plan.indexes if name in built}
+
+
+def build_order(indexes: Sequence[str]) -> list[str]:
+    """The channels in the order they are built: BM25 last. Its JVM runs in this process and keeps the heap it grew
+    to until the process ends, so a channel built after it would add its own peak on top of that heap."""
+    return sorted(indexes, key=lambda name: name == "bm25")
 
 
 def stamp_channel(folder: Path, build_id: str) -> None:

@@ -76,3 +76,12 @@ def test_memory_flag_is_read_and_checked():
     with pytest.raises(ValueError):
         parse_size("lots")
     assert default_build_memory(24 << 30) == 4 << 30 and default_build_memory(6 << 30) == 1 << 30
+
+
+def test_bm25_is_built_after_the_other_channels():
+    """The JVM keeps the heap BM25 grew to for the rest of the build process: the other channels come first, so
+    the build's peak is the larger of theirs and the JVM's, not their sum."""
+    from indexer.build import build_order
+
+    assert build_order(("bm25", "tfidf", "kg", "dense")) == ["tfidf", "kg", "dense", "bm25"]
+    assert build_order(("dense", "bm25")) == ["dense", "bm25"]
