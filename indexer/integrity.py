@@ -72,8 +72,9 @@ def listed_records(manifest: Mapping[str, Any], where: Path, key: str = "files")
 
 
 def sampled_problems(index_dir: Path, files: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """``{relative path: what is wrong}`` for each listed file (the store aside) that is missing, of another size,
-    or differs from its record: whole for a small file, in a sampled block for a big one."""
+    """``{relative path: what is wrong}`` for each listed file (the store aside) that is of another size or differs
+    from its record: whole for a small file, in a sampled block for a big one. A missing file is left to its reader
+    (a channel whose folder is gone is skipped with a warning, or refused when asked for by name)."""
     root = Path(index_dir)
     problems = {}
     for rel, record in files.items():
@@ -88,8 +89,10 @@ def sampled_problems(index_dir: Path, files: Mapping[str, Mapping[str, Any]]) ->
 def _problem(path: Path, record: Mapping[str, Any]) -> str | None:
     try:
         info = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return "missing"
+    except FileNotFoundError:
+        return None  # its reader says so: a channel folder gone is skipped with a warning, lookups fall back
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
     size = record.get("bytes")
     if info.st_size != size:
         return f"{info.st_size} bytes, the build wrote {size}"

