@@ -116,11 +116,19 @@ def test_a_manifest_in_a_sub_folder_is_refused_naming_it(index, gensim_tfidf):
     assert str(index / "tfidf" / "manifest.json") in str(info.value)
 
 
-def test_a_deeply_nested_manifest_is_an_error_naming_it(index):
+def test_a_deeply_nested_manifest_is_an_error_naming_it(index, tmp_path):
+    from indexer.build import build_index
+    from wikiground.errors import ConfigError
+
     (index / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(IndexCorruptError, match="unreadable manifest") as info:
-        Retriever.open(index)
-    assert "manifest.json" in str(info.value)
+    for attempt in (lambda: Retriever.open(index), lambda: verify(index)):
+        with pytest.raises(IndexCorruptError, match="unreadable manifest") as info:
+            attempt()
+        assert "manifest.json" in str(info.value)
+    src = tmp_path / "pages.jsonl"
+    src.write_text(json.dumps({"id": 1, "title": "Alpha", "text": "Alpha is the first letter."}) + "\n")
+    with pytest.raises(ConfigError, match="manifest.json is unreadable"):  # --out over it: refused, not replaced
+        build_index([src], index, indexes=())
 
 
 def test_a_link_loop_in_delta_is_refused_naming_it(index):
