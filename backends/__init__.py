@@ -129,7 +129,7 @@ def _stamp(folder: Path) -> dict[str, Any]:
     channel's own loader reports an unreadable params.json)."""
     try:
         params = json.loads((folder / PARAMS_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return {}
     if not isinstance(params, dict):
         return {}

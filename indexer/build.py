@@ -753,7 +753,7 @@ def _not_ours(out: Path) -> str | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return f"no {MANIFEST_FILE}"
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         return f"{MANIFEST_FILE} is unreadable: {exc}"
     if not isinstance(data, dict) or data.get("tool") != "wikiground" or "schema_version" not in data:
         return f"{MANIFEST_FILE} is not a wikiground manifest"

@@ -280,9 +280,10 @@ class Lookups:
             self.graph = graph_lookups.Graph(folder)
 
     @classmethod
-    def open(cls, folder: Path, build_id: str | None) -> Lookups | None:
+    def open(cls, folder: Path, build_id: str | None, damaged: str | None = None) -> Lookups | None:
         """The table in ``folder`` if it was written for the store of ``build_id`` and is whole, else None (the
-        store then resolves titles in SQL)."""
+        store then resolves titles in SQL). ``damaged``: a file of it differs from the manifest's record (said
+        after the format and build checks, which name the cause more precisely)."""
         try:
             params = json.loads((folder / PARAMS_FILE).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -302,6 +303,9 @@ class Lookups:
                 params.get("format_version"),
                 build_id,
             )
+            return None
+        if damaged:
+            logger.warning("%s; titles are resolved in the store", damaged)
             return None
         try:
             table = cls(folder)

@@ -27,7 +27,7 @@ def read_manifest(index_dir: str | Path) -> dict[str, Any]:
         raise IndexMissingError(f"{path}: no manifest (not an index folder; build one with `python -m indexer build`)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise IndexCorruptError(f"{path}: unreadable manifest ({exc})") from exc
     if not isinstance(data, dict) or "schema_version" not in data:
         raise IndexCorruptError(f"{path}: not a wikiground manifest (no schema_version)")

@@ -16,8 +16,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from indexer.integrity import FileGuard, listed_records, refuse_damaged, sampled_problems
 from indexer.schema import SCHEMA_VERSION
 from indexer.trust import refuse_links
+from indexer.verify import listed_files
 from wikiground.errors import IndexChangedError, IndexCorruptError, IndexFormatError, IndexMissingError
 from wikiground.layout import LOOKUPS_DIR, MANIFEST_FILE, STORE_FILE, delta_segments
 from wikiground.records import Page, Passage
@@ -274,13 +276,14 @@ def _manifest_of(index_dir: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise IndexCorruptError(f"{path}: unreadable manifest ({exc})") from exc
     return data if isinstance(data, dict) else {}
 
 
-def _open_consistent(db: Path, index_dir: Path) -> tuple[Any, str]:
-    """The store, checked to be the build the manifest names (a rebuild may swap the folder in between)."""
+def _open_consistent(db: Path, index_dir: Path) -> tuple[Any, str, dict[str, Any]]:
+    """The store, checked to be the build the manifest names (a rebuild may swap the folder in between), and the
+    manifest."""
     for _ in range(3):
         manifest = _manifest_of(index_dir)
         _check_schema(index_dir, manifest)
@@ -290,9 +293,20 @@ def _open_consistent(db: Path, index_dir: Path) -> tuple[Any, str]:
         con = _connect(db, expected_bytes=manifest.get("store_bytes"))
         build_id = _build_id(con, db)
         if expected is None or build_id == expected:  # None: a bare store file, no manifest to check it against
-            return con, build_id
+            return con, build_id, manifest
         con.close()  # the folder was swapped between reading the manifest and opening the store: read both again
     raise IndexChangedError(f"{index_dir}: the store is build {build_id} but the manifest names {expected}")
+
+
+def _damaged_lookups(index_dir: Path, manifest: dict[str, Any]) -> str | None:
+    """What is wrong with the first lookups file that differs from the manifest's record (sampled:
+    :mod:`indexer.integrity`), or None; any other file that differs is an IndexCorruptError naming it."""
+    files = listed_records(manifest, index_dir / MANIFEST_FILE) if manifest else None
+    if not files:
+        return None
+    problems = sampled_problems(index_dir, files)
+    refuse_damaged(index_dir, problems)
+    return next((f"{index_dir / rel}: {why}" for rel, why in problems.items()), None)
 
 
 def _check_schema(index_dir: Path, manifest: dict[str, Any]) -> None:
@@ -446,6 +460,7 @@ class Store:
         self._lock = threading.Lock()
         self._sentence_tables: dict[int, str] = {}  # id(connection) -> where its sentence ids are read
         self._lookups: Lookups | None = None  # the main store's point lookups as mmap'd files, if built
+        self._guard: FileGuard | None = None  # the index's files as opened (indexer.integrity)
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
@@ -460,17 +475,34 @@ class Store:
                 f"no store at {db}: build one with `python -m indexer build --dump DUMP --out {p}` (or `make index`)"
             )
         index_dir = db.parent
-        con, build_id = _open_consistent(db, index_dir)
+        con, build_id, manifest = _open_consistent(db, index_dir)
         store = cls(con, path=index_dir, build_id=build_id)
         from indexer.lookups import Lookups  # numpy: imported when an index is opened
 
         try:
-            store._lookups = Lookups.open(index_dir / LOOKUPS_DIR, build_id)
+            # The files as they are now, before any is read (a bare store file: the store alone, not its folder).
+            store._guard = FileGuard(index_dir, listed_files(index_dir) if manifest else [db])
+            damaged = _damaged_lookups(index_dir, manifest)
+            store._lookups = Lookups.open(index_dir / LOOKUPS_DIR, build_id, damaged)
             store.reload_delta()
         except BaseException:  # lookups or a delta of an older format: refused, the store closed
             store.close()
             raise
         return store
+
+    def check_files(self, folders: Iterable[str] = ()) -> None:
+        """Before the index's files are read: :class:`IndexCorruptError` naming the store or a file under
+        ``folders`` (channel folders) if it was cut since the index was opened (its next read through a memory map
+        would kill the process). Lookups cut since are dropped with a warning: the store answers in their place."""
+        guard = self._guard
+        if guard is None:
+            return
+        if self._lookups is not None:
+            cut = [rel for rel, _, _ in guard.cut((LOOKUPS_DIR,)) if rel != STORE_FILE]
+            if cut:
+                log.warning("%s: cut since the index was opened; titles are resolved in the store", cut[0])
+                self._lookups = None
+        guard.check(folders)
 
     def reload_delta(self) -> None:
         """Read the delta again if segments were added or removed since it was last read."""
@@ -566,7 +598,8 @@ class Store:
     def graph(self) -> Graph | None:
         """The main store's ``triples`` by subject as memory-mapped arrays (``indexer.graph_lookups``), or None
         when the index has no such lookups (then ask :meth:`rows`)."""
-        return None if self._lookups is None else self._lookups.graph
+        table = self._lookups
+        return None if table is None else table.graph
 
     # -- pages and passages ------------------------------------------------------------------
     def count(self, table: str) -> int:
@@ -603,10 +636,11 @@ class Store:
         keys, params = in_keys(ids)
         rows: list[tuple] = []
         spans: dict[int, list[tuple[int, int]]] = {}
+        table = self._lookups  # read once: a lookups file cut under the process drops them (check_files)
         for con in self._cons():
             cur = con.cursor()
             rows.extend(_evidence_rows(cur, ids))
-            known = self._lookups.sentence_ids(ids) if con is self._main and self._lookups is not None else None
+            known = table.sentence_ids(ids) if con is self._main and table is not None else None
             if known is not None:
                 spans.update({pid: list(enumerate(sids)) for pid, sids in known.items()})
                 continue
@@ -645,9 +679,10 @@ class Store:
         ids = sorted({int(i) for i in page_ids})
         if not ids:
             return {}
-        if self._lookups is None:
+        table = self._lookups
+        if table is None:
             return {pid: (p.passage_id, p.title) for pid, p in self.lead_passages(ids).items()}
-        out = self._lookups.leads(ids)
+        out = table.leads(ids)
         keys, params = in_keys(ids)
         # The delta after the main store: a page fetched live since the build wins.
         out.update({int(r[1]): (int(r[0]), r[4]) for r in self.delta_rows(_LEAD_SQL.format(keys=keys), params)})
@@ -701,11 +736,12 @@ class Store:
         norm = {t: normalize_title(t) for t in wanted} if loose else {}
         keys = sorted({k for k in norm.values() if k})
         found_in: list[dict[str, Resolution]] = []
+        table = self._lookups
         for con in self._cons():
             out: dict[str, Resolution] = {}
             found_in.append(out)
-            if con is self._main and self._lookups is not None:
-                self._resolve_from_table(wanted, canon, norm, out)
+            if con is self._main and table is not None:
+                self._resolve_from_table(table, wanted, canon, norm, out)
                 continue
             origin = "local" if con is self._main else "delta"
             found: list[dict[str, tuple]] = [{}, {}, {}, {}]  # by kind: exact, redirect, loose title, loose redirect
@@ -750,11 +786,9 @@ class Store:
         return out
 
     def _resolve_from_table(
-        self, wanted: list[str], canon: dict[str, str], norm: dict[str, str], out: dict[str, Resolution]
+        self, table: Lookups, wanted: list[str], canon: dict[str, str], norm: dict[str, str], out: dict[str, Resolution]
     ) -> None:
         """resolve_titles over the main store's lookups: the same answers as ``_RESOLVE_SQL``."""
-        table = self._lookups
-        assert table is not None
         for t in wanted:
             if t in out:
                 continue

@@ -1,8 +1,8 @@
 """Every file an index's build wrote, with its size and sha256, in the manifest (``files``); and
 ``wikiground verify DIR`` (``python -m indexer.verify DIR``), which reads every one of them whole and reports each
-that differs, as ``git fsck`` does. Opening an index checks sizes where a reader depends on them: the store against
-the manifest's ``store_bytes``, each channel against its ``params.json`` files, the lookups against their key counts
-(a cut lookups file falls back to the store with a warning).
+that differs, as ``git fsck`` does. A file over SMALL_FILE bytes also has sampled blocks recorded (``blocks``),
+which opening an index checks (:mod:`indexer.integrity`: small files whole, big ones by size and samples; a damaged
+lookups file falls back to the store with a warning, any other is an error).
 
 Not listed: ``manifest.json`` itself, the build's stage journal, ``delta/`` (pages ingested live after the
 build), ``dense/shards/`` (an embedding's resumable shards) and hidden files (locks). A file whose size and
@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from indexer.integrity import BLOCKS_KEY, SMALL_FILE, listed_records, sample_record
 from wikiground.errors import IndexCorruptError, IndexMissingError, WikigroundError
 from wikiground.layout import MANIFEST_FILE
 
@@ -63,10 +64,16 @@ def file_records(index_dir: Path, before: Any = None) -> dict[str, dict[str, Any
     for path in listed_files(root):
         rel, info = path.relative_to(root).as_posix(), path.stat()
         prev = old.get(rel)
-        if isinstance(prev, dict) and prev.get("bytes") == info.st_size and prev.get("mtime_ns") == info.st_mtime_ns:
+        if (
+            isinstance(prev, dict)
+            and prev.get("bytes") == info.st_size
+            and prev.get("mtime_ns") == info.st_mtime_ns
+            and (info.st_size <= SMALL_FILE or BLOCKS_KEY in prev)
+        ):
             records[rel] = prev
         else:
-            records[rel] = {"bytes": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": sha256_of(path)}
+            record = {"bytes": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": sha256_of(path)}
+            records[rel] = {**record, **sample_record(path, info.st_size)}
     return records
 
 
@@ -76,23 +83,11 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         raise IndexMissingError(f"{path}: no manifest (not an index folder)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise IndexCorruptError(f"{path}: unreadable manifest ({exc})") from exc
     if not isinstance(data, dict):
         raise IndexCorruptError(f"{path}: not a wikiground manifest")
     return data
-
-
-def _listed(manifest: dict[str, Any], where: Path) -> dict[str, dict[str, Any]] | None:
-    files = manifest.get(FILES_KEY)
-    if files is None:
-        return None
-    if not isinstance(files, dict) or not all(isinstance(v, dict) for v in files.values()):
-        raise IndexCorruptError(f"{where}: '{FILES_KEY}' is not an object of file records")
-    for rel in files:
-        if rel.startswith(("/", "\\")) or ".." in Path(rel).parts:
-            raise IndexCorruptError(f"{where}: '{FILES_KEY}' names {rel[:80]!r}, outside the index folder")
-    return files
 
 
 def verify(index_dir: Path) -> list[str]:
@@ -100,7 +95,7 @@ def verify(index_dir: Path) -> list[str]:
     not listed. Reads every listed file whole."""
     root = Path(index_dir)
     manifest = _read_manifest(root / MANIFEST_FILE)
-    files = _listed(manifest, root / MANIFEST_FILE)
+    files = listed_records(manifest, root / MANIFEST_FILE, FILES_KEY)
     if files is None:
         return [f"{root / MANIFEST_FILE}: lists no files (built before they were listed): rebuild to verify it"]
     problems = []

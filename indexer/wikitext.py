@@ -605,12 +605,13 @@ def _is_infobox(name: str) -> str | None:
 
 
 class _TemplateState:
-    __slots__ = ("infoboxes", "infobox_links", "disambiguation")
+    __slots__ = ("infoboxes", "infobox_links", "disambiguation", "unclosed")
 
     def __init__(self) -> None:
         self.infoboxes: list[tuple[str, tuple[tuple[str, str], ...]]] = []
         self.infobox_links: list[tuple[str, str]] = []  # (key, value wikitext) of the values holding links
         self.disambiguation = False
+        self.unclosed = 0  # "{{" never closed: their text up to the line's end is dropped (_close_unclosed)
 
 
 def _handle_template(body: str, state: _TemplateState) -> str:
@@ -694,12 +695,25 @@ def _expand_templates(text: str, state: _TemplateState, deadline: _Deadline = _N
             pieces.append(_close_frame(kind, body_parts, state) if len(stack) < MAX_NESTING else "")
         # Closing braces left over with nothing open are dropped (they would only show as noise).
     pieces.append(text[last:])
-    # Unclosed frames: MediaWiki prints the braces literally; we drop the braces, keep the text. A frame gets no
-    # pieces while one inside it is open, so the text is the root's pieces then each open frame's, outermost first:
-    # joined once (joined frame by frame, each join would copy the frames inside it: quadratic in their depth).
-    for _, body_parts in stack:
-        root.extend(body_parts)
+    _close_unclosed(root, stack, state)
     return "".join(root)
+
+
+# Where an unclosed template's own text ends: the first line that is not one of its parameter lines ("| key = v").
+_UNCLOSED_END = re.compile(r"\n(?![ \t]*[|}])")
+
+
+def _close_unclosed(root: list[str], stack: list[tuple[int, list[str]]], state: _TemplateState) -> None:
+    """The text of the frames left open appended to ``root``, outermost first. MediaWiki prints an unclosed
+    ``{{name|a|b`` literally; its name and arguments are markup, not prose (a page's broken infobox would be indexed
+    as its raw parameters), so each open frame's text up to the end of its line and of the parameter lines after
+    it is dropped; the lines after those are the page's own and are kept. A frame gets no pieces while one inside it
+    is open, so each frame's pieces are its own text (joined frame by frame, nothing is copied twice)."""
+    for _, body_parts in stack:
+        body = "".join(body_parts)
+        end = _UNCLOSED_END.search(body)
+        root.append(body[end.start() :] if end else "")
+    state.unclosed += len(stack)
 
 
 def _close_frame(kind: int, body_parts: list[str], state: _TemplateState) -> str:
@@ -1549,6 +1563,8 @@ def _parse(text: str, warnings: list[str], deadline: _Deadline = _NO_DEADLINE) -
     templated_see_also = _see_also_template_links(text)
     state = _TemplateState()
     text = _expand_templates(text, state, deadline)
+    if state.unclosed:
+        warnings.append(f"{state.unclosed} unclosed {{{{: each one's text to the end of its line dropped")
     tables: list[tuple[int, tuple[str, ...]]] = []
     text = _extract_tables(text, tables, warnings, deadline)
     tables.sort(key=lambda t: t[0])

@@ -20,8 +20,8 @@ from backends.entities import Mention, find_mentions, missing_entities
 from indexer.store import Store
 from retriever.fusion import DEFAULT_WEIGHTS, RRF_K, FusedPage, check_fusion, check_weights, fuse
 from retriever.lanes import run_tasks
-from wikiground.errors import ConfigError, IndexMissingError, QueryError
-from wikiground.layout import BUILT_CHANNELS, CHANNELS, LIVE_PASSAGE_ID_BASE, MANIFEST_FILE, PARAMS_FILE
+from wikiground.errors import ConfigError, IndexCorruptError, IndexMissingError, QueryError
+from wikiground.layout import BUILT_CHANNELS, CHANNELS, LIVE_PASSAGE_ID_BASE, MANIFEST_FILE, PARAMS_FILE, STORE_FILE
 from wikiground.records import Evidence, Hit, Page, Passage
 from wikiground.text import clean_surrogates
 
@@ -149,7 +149,7 @@ def pending_channels(index_dir: Path) -> tuple[str, ...]:
 
     try:
         pending = json.loads((index_dir / MANIFEST_FILE).read_text(encoding="utf-8")).get("pending") or {}
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, RecursionError):
         return ()
     return tuple(c for c in BUILT_CHANNELS if c in pending and not (index_dir / c / PARAMS_FILE).is_file())
 
@@ -160,7 +160,7 @@ def _manifest_channels(index_dir: Path, names: Sequence[str] = BUILT_CHANNELS) -
     try:
         manifest = json.loads((index_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
         built = manifest.get("indexes") or {}
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, RecursionError):
         return []  # Store.open reports an unreadable manifest
     return [c for c in names if c in built]
 
@@ -321,6 +321,7 @@ class Retriever:
         """
         query = clean_surrogates(query)  # Lucene and the tokenizers refuse lone surrogates
         chans = list(channels or self.channels)
+        self.store.check_files(chans)  # a file cut under the process: an error, not a SIGBUS (indexer.integrity)
         for c in chans:
             self.backend(c)  # load in this thread: the JVM and the model are not loaded concurrently
         # The entity channels (title, kg) run as one task: the claim's entities are resolved once, by the first,
@@ -596,6 +597,7 @@ def stored_evidence(
 
 def _open_store(d: Path, channels: str | Sequence[str] | None) -> tuple[Store, tuple[str, ...]]:
     """The store of ``d`` and the channels to search: those asked for, which must all be built, or every one."""
+    _check_manifest(d)
     store = Store.open(d)
     try:
         wanted = parse_channels(channels)
@@ -618,6 +620,29 @@ def _open_store(d: Path, channels: str | Sequence[str] | None) -> tuple[Store, t
         store.close()
         raise
     return store, wanted
+
+
+def _check_manifest(d: Path) -> None:
+    """IndexCorruptError when the index folder ``d`` has no manifest, or one without its ``indexes``: the manifest
+    says which channels the index serves (the kg channel is listed there alone), so without it a channel would be
+    dropped without a word. A bare store file (``d`` a ``.duckdb`` file) has no manifest and serves the title
+    channel."""
+    import json
+
+    path = d / MANIFEST_FILE
+    if not d.is_dir() or not (d / STORE_FILE).is_file():
+        return  # not an index folder: Store.open says so
+    if not path.is_file():
+        raise IndexCorruptError(
+            f"{path}: missing, so which channels the index serves (kg among them), its build and its files are "
+            f"unknown: rebuild it with `python -m indexer build --dump DUMP --out {d}`"
+        )
+    try:
+        indexes = json.loads(path.read_text(encoding="utf-8")).get("indexes")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, RecursionError):
+        return  # Store.open reports an unreadable manifest
+    if not isinstance(indexes, dict):
+        raise IndexCorruptError(f"{path}: no 'indexes' object (the channels the index serves): rebuild the index")
 
 
 def _open_live(retriever: Retriever, settings: FallbackSettings, http_client: Any | None) -> Any:

@@ -185,6 +185,7 @@ def search_block(
     unknown = [c for c in chans if c not in retriever.channels]
     if unknown:
         raise IndexMissingError(f"channel(s) {', '.join(unknown)} not open in this retriever")
+    retriever.store.check_files(chans)  # a file cut under the process: an error, not a SIGBUS (indexer.integrity)
     for c in chans:
         retriever.backend(c)  # loaded in this thread: the JVM and the model are not loaded concurrently
     texts = [claims[i] for i in asked]

@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from indexer.manifest import read_manifest, write_manifest
 from indexer.trust import refuse_links
 from retriever.api import Retriever
 from wikiground.errors import IndexCorruptError
@@ -94,6 +95,7 @@ def test_tfidf_parsing_settings_are_the_formats_own_and_numbers_in_range(tfidf_i
     params = json.loads(path.read_text())
     params["vectorizer"][key] = value
     path.write_text(json.dumps(params))
+    write_manifest(index, read_manifest(index))  # the manifest edited too: the settings are checked all the same
     with pytest.raises(IndexCorruptError, match=words) as info:
         with Retriever.open(index, channels="tfidf") as r:
             r.search(CLAIM, 3)

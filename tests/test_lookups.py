@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from indexer import lookups
+from indexer.manifest import read_manifest, write_manifest
 from indexer.store import Store
 from wikiground.layout import LOOKUPS_DIR, PARAMS_FILE
 
@@ -139,11 +140,11 @@ def test_sentence_ids_not_consecutive_are_read_from_the_store(gensim_store, tmp_
         (build_id,) = con.execute("SELECT build_id FROM build_info").fetchall()[0]
     finally:
         con.close()
-    manifest = json.loads((out / "manifest.json").read_text())
-    manifest["store_bytes"] = (out / "wiki.duckdb").stat().st_size  # the store was changed on purpose
-    (out / "manifest.json").write_text(json.dumps(manifest))
     shutil.rmtree(out / LOOKUPS_DIR)
     counts = lookups.build(out / "wiki.duckdb", out / LOOKUPS_DIR, build_id)
+    manifest = read_manifest(out)
+    manifest["store_bytes"] = (out / "wiki.duckdb").stat().st_size  # the store and its lookups changed on purpose
+    write_manifest(out, manifest)
     assert counts["sentences"] == 0 and not (out / LOOKUPS_DIR / "sentences.first.npy").exists()
     with Store.open(out) as store:
         assert store._lookups is not None and store._lookups.sentence_ids([pid]) is None

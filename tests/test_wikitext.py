@@ -163,6 +163,16 @@ def test_unclosed_markup_does_not_swallow_the_page():
     assert not any(MARKUP.search(t) for t in all_texts(page))
 
 
+def test_an_unclosed_template_is_not_indexed_as_its_arguments():
+    """Issue 40, item 17: an unclosed ``{{`` made its arguments (20 KB of ``b|b|b``) the page's text."""
+    page = parse_wikitext("Aristotle was a philosopher. {{" + "b|" * 10000 + "\nHe tutored Alexander the Great.")
+    text = " ".join(s.text for s in page.sections)
+    assert text == "Aristotle was a philosopher. He tutored Alexander the Great."
+    box = parse_wikitext("Intro. {{Infobox person\n| name = Plato\n| era = Ancient" + "|b" * 5000 + "\n\nProse after.")
+    assert " ".join(box.sections[0].text.split()) == "Intro. Prose after."
+    assert any("1 unclosed {{" in w for w in page.warnings + box.warnings)
+
+
 def test_max_chars_truncates_with_warning():
     page = parse_wikitext("word " * 1000, max_chars=100)
     assert any("truncated" in w for w in page.warnings)

@@ -172,7 +172,7 @@ def read_params(folder: str | Path, kind: str, format_version: int, *, required:
         params = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise IndexCorruptError(f"{path}: missing (rebuild the {kind} index)") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise IndexCorruptError(f"{path}: unreadable: {exc}") from exc
     found = params if isinstance(params, dict) else {}
     version = found.get("format_version")

@@ -163,7 +163,12 @@ class ServerState:
             if gen is None:
                 raise QueryError("the server is not ready (no index open)")
             gen.enter()
-            return gen
+        try:
+            gen.retriever.store.check_files()  # the store and lookups every route reads: not cut under us
+        except BaseException:
+            gen.leave()
+            raise
+        return gen
 
     def _notice_joined(self) -> None:
         """Reload in the background when a channel the current generation was opened without, as pending, has
