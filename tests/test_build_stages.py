@@ -13,7 +13,7 @@ from indexer.stages import JOURNAL_FILE
 from wikiground.errors import BuildError
 from wikiground.layout import build_tmp_prefix
 
-FAILING_TFIDF = {"tfidf": {"no_such_option": 1}}
+FAILING_BM25 = {"bm25": {"k1": -1.0}}  # BM25 is built last (indexer.build.build_order)
 
 
 def _kept(out):
@@ -22,14 +22,14 @@ def _kept(out):
 
 @pytest.fixture()
 def cut_off(gensim_dump, tmp_path):
-    """A build of the gensim dump whose TF-IDF stage failed after the store and BM25 were finished."""
+    """A build of the gensim dump whose BM25 stage failed after the store and TF-IDF were finished."""
     out = tmp_path / "idx"
     with pytest.raises(BuildError):
-        build_index([gensim_dump], out, indexes=("bm25", "tfidf"), workers=1, index_options=FAILING_TFIDF)
+        build_index([gensim_dump], out, indexes=("bm25", "tfidf"), workers=1, index_options=FAILING_BM25)
     assert not out.exists()
     (folder,) = _kept(out)
     journal = json.loads((folder / JOURNAL_FILE).read_text())
-    assert journal["order"] == ["ingest", "bm25"] and sorted(journal["stages"]) == ["bm25", "ingest"]
+    assert journal["order"] == ["ingest", "tfidf"] and sorted(journal["stages"]) == ["ingest", "tfidf"]
     return out, folder, journal
 
 
@@ -38,8 +38,8 @@ def test_resume_keeps_finished_stages(cut_off, gensim_dump, caplog):
     caplog.set_level(logging.INFO)
     manifest = build_index([gensim_dump], out, indexes=("bm25", "tfidf"), workers=1, resume=True)
     kept = [r.getMessage() for r in caplog.records if "resume:" in r.getMessage()]
-    assert any("ingest kept" in m for m in kept) and any("bm25 kept" in m for m in kept)
-    assert not any("building bm25" in r.getMessage() for r in caplog.records)
+    assert any("ingest kept" in m for m in kept) and any("tfidf kept" in m for m in kept)
+    assert not any("building tfidf" in r.getMessage() for r in caplog.records)
     assert manifest["build_id"] == journal["build_id"]
     assert sorted(manifest["indexes"]) == ["bm25", "tfidf"] and not (out / JOURNAL_FILE).exists()
     assert _kept(out) == []
@@ -53,14 +53,14 @@ def test_resume_keeps_finished_stages(cut_off, gensim_dump, caplog):
 
 def test_a_stage_whose_files_changed_is_built_again(cut_off, gensim_dump, caplog):
     out, folder, _ = cut_off
-    lucene = sorted((folder / "bm25").rglob("*.si"))[0]
-    lucene.write_bytes(lucene.read_bytes() + b"\0")
+    idf = folder / "tfidf" / "idf.npy"
+    idf.write_bytes(idf.read_bytes() + b"\0")
     caplog.set_level(logging.INFO)
     build_index([gensim_dump], out, indexes=("bm25", "tfidf"), workers=1, resume=True)
     messages = [r.getMessage() for r in caplog.records]
     assert any("ingest kept" in m for m in messages)
-    assert any("bm25" in m and "does not check out" in m for m in messages)
-    assert any("building bm25" in m for m in messages)
+    assert any("tfidf" in m and "does not check out" in m for m in messages)
+    assert any("building tfidf" in m for m in messages)
 
 
 def test_without_resume_a_build_starts_clean(cut_off, gensim_dump, caplog):
