@@ -11,21 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-# The delta's tables (its merged in-memory database) the new store reads, as ``d_<name>``.
-_DELTA_TABLES = (
-    "pages",
-    "redirects",
-    "passages",
-    "sections",
-    "sentences",
-    "categories",
-    "see_also",
-    "links",
-    "infobox",
-    "table_rows",
-    "triples",
-    "tombstones",
-)
 _KEPT = "page_id NOT IN (SELECT page_id FROM _hidden)"
 _BY_PAGE = ("categories", "see_also", "links", "infobox", "table_rows")
 _TRIPLE_COLUMNS = "subject_page_id, subject_title, relation, object_title, {obj}, source, {pid}, sentence_id, rev_id"
@@ -80,7 +65,7 @@ def fold_store(old_db: Path, delta: Any, db: Path, build_id: str, memory: int | 
             con.execute(f"SET memory_limit = '{duckdb_size(memory)}'")
         con.execute(STORE_DDL)
         con.execute(f"ATTACH '{_quoted(old_db)}' AS old (READ_ONLY)")
-        for table in _DELTA_TABLES:
+        for table in (*TABLES, "tombstones"):  # the delta's tables, read as ``d_<name>``
             con.register(f"d_{table}", delta.sql(f"SELECT * FROM {table}").to_arrow_table())
         _maps(con)
         for sql in _FOLD_SQL:
