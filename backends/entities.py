@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from backends.spelling import misspelt_name
 from wikiground.text import normalize_title, words
 
 if TYPE_CHECKING:
@@ -84,6 +85,9 @@ def _candidate_spans(toks: list[tuple[str, int, int]], max_ngram: int) -> list[t
     return spans
 
 
+MAX_SPELLED = 4  # unresolved names of a claim looked up for a misspelling
+
+
 def find_mentions(claim: str, store: Store, *, max_ngram: int = 8) -> list[Mention]:
     """Non-overlapping entity mentions, longest first; unresolved capitalised spans included."""
     toks = _tokens(claim)
@@ -125,15 +129,38 @@ def find_mentions(claim: str, store: Store, *, max_ngram: int = 8) -> list[Menti
         Mention(quoted_at[(i, j)], toks[i][1], toks[i][1] + len(quoted_at[(i, j)]), None, quoted=True)
         for i, j in unresolved
     ]
-    for i, j in _outside(capitalised_spans(toks), unresolved, len(toks)):
+    mentions = _add_unresolved(
+        claim, toks, _outside(capitalised_spans(toks), unresolved, len(toks)), taken, mentions, store
+    )
+    mentions.sort(key=lambda m: (m.start, -m.end))
+    return mentions
+
+
+def _add_unresolved(
+    claim: str,
+    toks: Sequence[tuple[str, int, int]],
+    spans: list[tuple[int, int]],
+    taken: list[bool],
+    mentions: list[Mention],
+    store: Store,
+) -> list[Mention]:
+    """``mentions`` with the capitalised spans no mention covers: each a missing name, or, when it is a misspelt
+    title (``backends.spelling``), that page's mention in place of the pieces of it that matched titles alone."""
+    spelt = 0  # names tried for a misspelling: a long input's first few only
+    for i, j in spans:
         text = claim[toks[i][1] : toks[j - 1][2]]
         key = normalize_title(_POSSESSIVE.sub("", text))
         if any(m.resolution is not None and normalize_title(m.text) == key for m in mentions):
             continue
         if all(taken[i:j]) or _is_demonym_modifier(toks, i, j):
             continue
-        mentions.append(Mention(_POSSESSIVE.sub("", text), toks[i][1], toks[j - 1][2], None))
-    mentions.sort(key=lambda m: (m.start, -m.end))
+        name = _POSSESSIVE.sub("", text)
+        res = misspelt_name(name, store) if j - i >= 2 and spelt < MAX_SPELLED else None
+        spelt += j - i >= 2
+        start, end = toks[i][1], toks[j - 1][2]
+        if res is not None:
+            mentions = [m for m in mentions if not (start <= m.start and m.end <= end)]
+        mentions.append(Mention(name, start, end, res))
     return mentions
 
 

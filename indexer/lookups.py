@@ -332,6 +332,11 @@ class Lookups:
     def loose(self, key: str) -> Entry | None:
         return self._spaces["loose"].get(key)
 
+    def loose_many(self, keys: list[str]) -> dict[str, Entry]:
+        """The normalised keys among ``keys`` that name a page, in one vectorised search (hundreds of spelling
+        variants of a name cost what a few single lookups do)."""
+        return self._spaces["loose"].get_many(keys)
+
     def sentence_ids(self, passage_ids: list[int]) -> dict[int, list[int]] | None:
         """passage_id -> its page-level sentence ids, in order, for the passages of the store; None when the table
         has none of these (a store whose ids are not all consecutive)."""
@@ -396,8 +401,24 @@ class _Space:
         return len(self.hash)
 
     def get(self, key: str) -> Entry | None:
+        return self._at(key, int(np.searchsorted(self.hash, np.uint64(key_hash(key)))))
+
+    def get_many(self, keys: list[str]) -> dict[str, Entry]:
+        if not keys or not len(self.hash):
+            return {}
+        hashes = np.fromiter((key_hash(k) for k in keys), dtype=np.uint64, count=len(keys))
+        at = np.searchsorted(self.hash, hashes)
+        hit = self.hash[np.minimum(at, len(self.hash) - 1)] == hashes
+        out = {}
+        for j in np.flatnonzero(hit).tolist():  # most keys miss: only the hits read their records
+            entry = self._at(keys[j], int(at[j]))
+            if entry is not None:
+                out[keys[j]] = entry
+        return out
+
+    def _at(self, key: str, i: int) -> Entry | None:
+        """The entry of ``key`` from position ``i`` of the sorted hashes (its hash's first)."""
         h = np.uint64(key_hash(key))
-        i = int(np.searchsorted(self.hash, h))
         while i < len(self.hash) and self.hash[i] == h:  # another key of the same hash: compare the keys
             row = int(self.row[i])
             fields = bytes(self.records[self.offsets[row] : self.offsets[row + 1]]).decode("utf-8").split("\0")

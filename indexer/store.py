@@ -75,6 +75,9 @@ def _shadow_of(delta: Any | None, listing: tuple) -> DeltaShadow:
 
 _PAGE_COLS = "page_id, title, namespace, rev_id, rev_timestamp, is_disambiguation, url, lead"
 _PASSAGE_COLS = "passage_id, page_id, section_index, text, title, heading_path, source"
+# The page columns evidence shows: all but the lead, whose text would be read (a block of it for each page) to be
+# dropped.
+_EVIDENCE_PAGE_COLS = _PAGE_COLS.removesuffix(", lead")
 
 
 # resolve_titles in one round trip: rows (kind, key, redirect source, target title, fragment, page_id,
@@ -125,7 +128,7 @@ def _evidence_rows(cur: Any, ids: Sequence[int]) -> list[tuple]:
     pages: dict[int, tuple] = {}
     for at in range(0, len(page_ids), EVIDENCE_KEYS_PER_QUERY):
         keys, params = in_keys(page_ids[at : at + EVIDENCE_KEYS_PER_QUERY])
-        found = cur.execute(f"SELECT {_PAGE_COLS} FROM pages WHERE page_id IN {keys}", params).fetchall()
+        found = cur.execute(f"SELECT {_EVIDENCE_PAGE_COLS} FROM pages WHERE page_id IN {keys}", params).fetchall()
         pages.update((int(p[0]), p) for p in found)
     return [(*r, *pages[int(r[1])]) for r in rows if int(r[1]) in pages]
 
@@ -156,7 +159,7 @@ def _page(row: Sequence[Any]) -> Page:
         rev_timestamp=None if row[4] is None else str(row[4]),
         is_disambiguation=bool(row[5]),
         url=row[6],
-        lead=row[7] or "",
+        lead=(row[7] if len(row) > 7 else None) or "",  # evidence rows leave it out
     )
 
 
@@ -629,7 +632,8 @@ class Store:
         return {int(r[0]): _passage(r) for r in rows}
 
     def passages_with_pages(self, passage_ids: Iterable[int]) -> dict[int, tuple[Passage, Page, list[int]]]:
-        """Passages with their page and page-level sentence ids, in one round trip (the evidence path)."""
+        """Passages with their page (its ``lead`` left empty: evidence does not show it) and page-level sentence ids,
+        in one round trip (the evidence path)."""
         ids = sorted({int(i) for i in passage_ids})
         if not ids:
             return {}
@@ -650,7 +654,7 @@ class Store:
             for pid, idx, sid in cur.execute(_sentence_ids_sql(table, keys), params).fetchall():
                 spans.setdefault(int(pid), []).append((int(idx), int(sid)))
         n = len(_PASSAGE_COLS.split(","))
-        m = len(_PAGE_COLS.split(","))
+        m = len(_EVIDENCE_PAGE_COLS.split(","))
         return {
             int(r[0]): (_passage(r[:n]), _page(r[n : n + m]), [sid for _, sid in sorted(spans.get(int(r[0]), ()))])
             for r in rows
@@ -762,6 +766,30 @@ class Store:
                         origin=origin,
                         is_disambiguation=bool(dab),
                     )
+        return self._with_delta(wanted, *found_in)
+
+    def resolve_keys(self, keys: Iterable[str]) -> dict[str, Resolution]:
+        """Normalised keys (``normalize_title``) resolved to pages by the loose match alone (``exact`` False): the
+        entity matcher's spelling variants of a name, hundreds at once, in one vectorised lookup of the main
+        store's table (one query of each other store)."""
+        wanted = sorted({k for k in keys if k})
+        if not wanted:
+            return {}
+        found_in: list[dict[str, Resolution]] = []
+        table = self._lookups
+        for con in self._cons():
+            out: dict[str, Resolution] = {}
+            found_in.append(out)
+            if con is self._main and table is not None:
+                for key, e in table.loose_many(wanted).items():
+                    out[key] = Resolution(
+                        key, e.page_id, e.target, e.via, e.fragment, False, "local", e.is_disambiguation
+                    )
+                continue
+            origin = "local" if con is self._main else "delta"
+            rows = con.cursor().execute(_RESOLVE_SQL, [[], wanted]).fetchall()
+            for _, key, source, target, frag, pid, dab in sorted(rows, key=lambda r: -r[0]):  # titles last: win
+                out[key] = Resolution(key, int(pid), target, source, frag, False, origin, bool(dab))
         return self._with_delta(wanted, *found_in)
 
     def _with_delta(

@@ -7,8 +7,8 @@ other passages stay attached as further evidence.
 Rank 1 (RRF): a channel's vote counts more where the channel is sure (``Promotion``). A text channel
 whose first page leads its second by a wide score margin adds that margin to its rank-1 vote, and the
 title channel's first page, when it names an entity of the claim exactly and early, is put first. Both
-only reorder the fused top few pages: which pages make that top, and everything below, stay plain RRF
-(benchmarks/bench_fusion.py measures it on held-apart folds of the dev claims).
+only reorder the fused top few pages; that title page, when it falls below them, is made the last of them.
+Everything else stays plain RRF (benchmarks/bench_fusion.py measures it on held-apart folds of the dev claims).
 """
 
 from __future__ import annotations
@@ -174,6 +174,7 @@ def fuse(
     pages = _pages(passages, page_score, page_ranks)
     if method == "rrf" and promotion != PLAIN:
         _promote(pages, _boosts(firsts, w, rrf_k, promotion), promotion.within)
+        _keep_in_top(pages, firsts.get("title"), promotion)
     return pages
 
 
@@ -209,6 +210,22 @@ def _promote(pages: list[FusedPage], boosts: Mapping[int, float], within: int) -
         p.score += boosts.get(p.page_id, 0.0)
     top.sort(key=lambda p: (-p.score, p.page_id))
     pages[:within] = top
+
+
+def _keep_in_top(pages: list[FusedPage], title_firsts: Sequence[Hit] | None, promotion: Promotion) -> None:
+    """The title channel's protected first page (an exact name at the claim's start) made the last of the top
+    ``within`` when the text channels' agreement on other pages left it below (in place). It takes the last place,
+    not the first: the text channels' agreement still decides rank 1, and the name's page is shown beside it. The
+    bigger the corpus, the more pages share a claim's words, and the more often such a page falls below."""
+    protect, within = promotion.title_protect, promotion.within
+    if not title_firsts or protect is None or title_firsts[0].score < protect or len(pages) <= within:
+        return
+    pid = title_firsts[0].page_id
+    at = next((i for i, p in enumerate(pages) if p.page_id == pid), None)
+    if at is not None and at >= within:
+        page = pages.pop(at)
+        page.score = max(page.score, pages[within - 1].score)  # the list stays in score order (ties: as placed)
+        pages.insert(within - 1, page)
 
 
 def _pages(

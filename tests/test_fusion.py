@@ -106,6 +106,22 @@ def test_promotion_reorders_the_top_pages_only():
     assert fuse(res, promotion=Promotion(margin_gain=MARGIN_GAIN, within=PROMOTE_WITHIN + 1))[0].page_id == 9
 
 
+def test_a_protected_title_page_below_the_top_is_made_the_last_of_it():
+    # Pages 1..6 agree in bm25, dense and tfidf; the title channel's exact name (page 9) is in none of them.
+    agreed = [(10 * i, i, 1.0 - i / 100) for i in range(1, PROMOTE_WITHIN + 2)]
+    res = {c: hits(c, agreed) for c in ("bm25", "dense", "tfidf")}
+    res["title"] = [Hit(90, 9, TITLE_PROTECT + 0.1, 1, "title", matched="Aristotle")]
+    order = [p.page_id for p in fuse(res)]
+    assert order[:PROMOTE_WITHIN] == [1, 2, 3, 4, 9]  # rank 1 stays the text channels' choice
+    assert order[PROMOTE_WITHIN:] == [5, 6]
+    scores = [p.score for p in fuse(res)]
+    assert scores == sorted(scores, reverse=True)
+    res["title"] = [Hit(90, 9, TITLE_PROTECT - 0.5, 1, "title", matched="Aristotle")]  # a partial or late name
+    assert [p.page_id for p in fuse(res)].index(9) == PROMOTE_WITHIN + 1
+    res["title"] = [Hit(90, 9, TITLE_PROTECT + 0.1, 1, "title", matched="Aristotle")]
+    assert [p.page_id for p in fuse(res, promotion=PLAIN)].index(9) == PROMOTE_WITHIN + 1
+
+
 # -- the fusion a request names ----------------------------------------------------------------------------------
 
 FUSION_CLAIMS = [
