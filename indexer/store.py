@@ -11,13 +11,14 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from indexer.integrity import FileGuard, listed_records, refuse_damaged, sampled_problems
 from indexer.schema import SCHEMA_VERSION
+from indexer.store_memory import MemoryFit, limit_bytes
 from indexer.trust import refuse_links
 from indexer.verify import listed_files
 from wikiground.errors import IndexChangedError, IndexCorruptError, IndexFormatError, IndexMissingError
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["DeltaShadow", "Resolution", "Store", "in_keys"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +203,8 @@ def in_keys(ids: Sequence[int]) -> tuple[str, list]:
 # DuckDB's buffer pool keeps every block a lookup read (256 KB of passage text for one passage) up to its memory
 # limit, 80% of the machine's RAM by default, so a long-running query process would grow towards the size of the
 # store. The pool caches clean, read-only blocks (the OS caches the file too), so a small limit only evicts sooner:
-# it bounds the query process's RSS without slowing its lookups. The live delta, an in-memory database, keeps
-# DuckDB's default.
+# it bounds the query process's RSS without slowing its lookups. The indexes' memory, which DuckDB never evicts,
+# comes on top (indexer.store_memory). The live delta, an in-memory database, keeps DuckDB's default.
 STORE_MEMORY_LIMIT = "256MB"
 
 
@@ -464,6 +466,7 @@ class Store:
         self._sentence_tables: dict[int, str] = {}  # id(connection) -> where its sentence ids are read
         self._lookups: Lookups | None = None  # the main store's point lookups as mmap'd files, if built
         self._guard: FileGuard | None = None  # the index's files as opened (indexer.integrity)
+        self._memory: MemoryFit | None = None  # the limit that makes room for the indexes (indexer.store_memory)
 
     # -- opening -----------------------------------------------------------------------------
     @classmethod
@@ -480,6 +483,7 @@ class Store:
         index_dir = db.parent
         con, build_id, manifest = _open_consistent(db, index_dir)
         store = cls(con, path=index_dir, build_id=build_id)
+        store._memory = MemoryFit(con, limit_bytes(STORE_MEMORY_LIMIT))
         from indexer.lookups import Lookups  # numpy: imported when an index is opened
 
         try:
@@ -497,6 +501,8 @@ class Store:
         """Before the index's files are read: :class:`IndexCorruptError` naming the store or a file under
         ``folders`` (channel folders) if it was cut since the index was opened (its next read through a memory map
         would kill the process). Lookups cut since are dropped with a warning: the store answers in their place."""
+        if self._memory is not None:
+            self._memory.searched()
         guard = self._guard
         if guard is None:
             return
@@ -577,8 +583,15 @@ class Store:
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         rows: list[tuple] = []
         for con in self._cons():
-            rows.extend(con.cursor().execute(sql, list(params)).fetchall())
+            rows.extend(self._run(con, lambda c=con: c.cursor().execute(sql, list(params)).fetchall()))
         return rows
+
+    def _run(self, con: Any, query: Callable[[], T]) -> T:
+        """``query()`` over ``con``; over the main store, run again when it failed for memory while the indexes
+        grew under it (indexer.store_memory)."""
+        if con is self._main and self._memory is not None:
+            return self._memory.run(query)
+        return query()
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """Rows of a read-only ``sql`` over the store, then its live delta (a cursor per call: thread-safe).
@@ -587,7 +600,7 @@ class Store:
 
     def base_rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """Rows of ``sql`` over the built store only (a page the delta replaced or deleted included)."""
-        return self._main.cursor().execute(sql, list(params)).fetchall()
+        return self._run(self._main, lambda: self._main.cursor().execute(sql, list(params)).fetchall())
 
     def delta_rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         """Rows of ``sql`` over the live delta only (none without one): what :attr:`graph` does not hold."""
@@ -643,7 +656,7 @@ class Store:
         table = self._lookups  # read once: a lookups file cut under the process drops them (check_files)
         for con in self._cons():
             cur = con.cursor()
-            rows.extend(_evidence_rows(cur, ids))
+            rows.extend(self._run(con, lambda c=cur: _evidence_rows(c, ids)))
             known = table.sentence_ids(ids) if con is self._main and table is not None else None
             if known is not None:
                 spans.update({pid: list(enumerate(sids)) for pid, sids in known.items()})
