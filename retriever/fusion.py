@@ -143,8 +143,7 @@ def fuse(
         if not hits:
             continue
         contrib = _contributions(method, hits, w.get(channel, 1.0), rrf_k)
-        page_rank = 0
-        seen_pages: set[int] = set()
+        page_rank, seen_pages = 0, set()
         firsts[channel] = tops = []
         for h in hits:
             # The hit counts towards its passage (once per channel) ...
