@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from retriever.fusion import check_fusion
 from wikiground.errors import ConfigError, ServerAnswerError
+
+
+def _checked(fusion: str | None) -> str | None:
+    """A fusion's name checked as a server checks a request's (QueryError); None stays None."""
+    if fusion is None:
+        return None
+    from retriever.service import check_fusion
+
+    return check_fusion(fusion)
 
 
 class EvidenceSource:
@@ -22,12 +30,12 @@ class EvidenceSource:
         self.retriever = retriever
         self.url = url.rstrip("/") if url else None
         self.timeout = timeout
-        self.fusion = check_fusion(fusion) if fusion is not None else None
+        self.fusion = _checked(fusion)
 
     def search(self, query: str, k: int, *, passages: bool = False, fusion: str | None = None) -> dict[str, Any]:
         """One output line; ``passages``: the top k passages rather than the top k pages; ``fusion``: this search's
         fusion, over the source's own (QueryError for an unknown one, before any work)."""
-        fusion = check_fusion(fusion) if fusion is not None else self.fusion
+        fusion = _checked(fusion) if fusion is not None else self.fusion
         if self.retriever is not None:
             from retriever.service import SearchOptions, answer
 

@@ -15,8 +15,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from retriever.fusion import FUSIONS, Fusion, check_fusion
 from retriever.serve.state import Limits
+from retriever.service import FUSIONS, Fusion, check_fusion
 from wikiground.errors import ConfigError, QueryError, WikigroundError
 
 MAX_K = 50  # evidence items one tool call may ask for: an agent's context is the limit
