@@ -120,30 +120,46 @@ def refuse_damaged(index_dir: Path, problems: Mapping[str, str]) -> None:
 class FileGuard:
     """The identity and size of every file of an opened index, checked before the files are read again."""
 
+    MAX_GROUPS = 64  # the sets of folders a search names: the channel sets in use, a handful
+
     def __init__(self, index_dir: Path, paths: Iterable[Path]):
         self.index_dir = Path(index_dir)
-        self._seen: dict[str, tuple[int, int, int]] = {}
+        # relative path -> (the path to stat, device, inode, size at open)
+        self._seen: dict[str, tuple[str, int, int, int]] = {}
         for path in paths:
             try:
                 st = os.stat(path)
             except OSError:
                 continue
-            self._seen[Path(path).relative_to(self.index_dir).as_posix()] = (st.st_dev, st.st_ino, st.st_size)
+            rel = Path(path).relative_to(self.index_dir).as_posix()
+            self._seen[rel] = (os.fspath(path), st.st_dev, st.st_ino, st.st_size)
+        # The files each set of folders covers, listed once: a search's check is then one stat a file and no more.
+        self._groups: dict[tuple[str, ...], tuple[tuple[str, str, int, int, int], ...]] = {}
+
+    def _group(self, folders: Iterable[str]) -> tuple[tuple[str, str, int, int, int], ...]:
+        key = tuple(sorted(set(folders)))
+        group = self._groups.get(key)
+        if group is None:
+            prefixes = tuple(f"{f}/" for f in key)
+            group = tuple(
+                (rel, *record) for rel, record in self._seen.items() if rel == STORE_FILE or rel.startswith(prefixes)
+            )
+            if len(self._groups) >= self.MAX_GROUPS:
+                self._groups.clear()
+            self._groups[key] = group
+        return group
 
     def cut(self, folders: Iterable[str]) -> list[tuple[str, int, int]]:
         """(relative path, size now, size at open) of each file under ``folders`` (and the store) that has shrunk
         or grown since the index was opened. A file replaced by another (a new inode) is not the one the open
         maps read: it is not reported."""
-        prefixes = tuple(f"{f}/" for f in folders)
         out = []
-        for rel, (dev, ino, size) in self._seen.items():
-            if rel != STORE_FILE and not rel.startswith(prefixes):
-                continue
+        for rel, path, dev, ino, size in self._group(folders):
             try:
-                st = os.stat(self.index_dir / rel)
+                st = os.stat(path)
             except OSError:
                 continue  # removed: the open file (and its map) stay whole until closed
-            if (st.st_dev, st.st_ino) == (dev, ino) and st.st_size != size:
+            if st.st_size != size and st.st_ino == ino and st.st_dev == dev:
                 out.append((rel, st.st_size, size))
         return out
 

@@ -187,3 +187,21 @@ def test_a_server_survives_a_file_cut_under_it_and_reloads_once_it_is_restored(i
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
+
+
+def test_the_guard_finds_a_cut_after_earlier_checks_whatever_the_channel_order(index):
+    """The guard lists each set of folders' files once: a cut after earlier checks is still found, under the set's
+    names in any order, and a set without the file is not refused for it."""
+    from indexer.integrity import FileGuard
+    from indexer.verify import listed_files
+
+    guard = FileGuard(index, listed_files(index))
+    assert guard.cut(["tfidf", "title"]) == [] and guard.cut(("title", "tfidf")) == []
+    size = (index / BIG).stat().st_size
+    with (index / BIG).open("r+b") as fh:
+        fh.truncate(4096)
+    assert guard.cut(["title", "tfidf"]) == [(BIG, 4096, size)] == guard.cut(["tfidf", "title", "tfidf"])
+    assert guard.cut(["title"]) == []
+    guard.check(["title"])
+    with pytest.raises(IndexCorruptError, match="is 4,096 bytes"):
+        guard.check(["tfidf"])

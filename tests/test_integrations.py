@@ -96,3 +96,81 @@ def test_mcp_tools_search_wikipedia_and_get_page(served):
     view = page.structured_content or json.loads(page.content[0].text)
     assert view["title"] == "Aristotle" and view["sections"]
     assert bad.is_error and "No such page at all" in bad.content[0].text
+
+
+def _titles_scores(evidence) -> list[tuple[str, float]]:
+    return [(e["title"], round(e["score"], 6)) for e in sorted(evidence, key=lambda e: -e["score"])]
+
+
+def test_dspy_and_langchain_take_a_fusion_of_their_own_and_per_call(served):
+    """``fusion`` as ``/search`` takes it: on the module and per call, in-process and over a server; the answer names
+    the fusion used, and its passages are those of that fusion."""
+    from retriever.integrations.dspy import WikigroundRetrieve
+    from retriever.integrations.langchain import WikigroundRetriever
+
+    url, retriever = served
+    want = {f: retriever.search(CLAIM, 3, passages=True, fusion=f).to_dict()["evidence"] for f in ("rrf", "score")}
+    assert _titles_scores(want["rrf"]) != _titles_scores(want["score"])  # the fusions rank differently here
+    for source in ({"retriever": retriever}, {"url": url}):
+        module = WikigroundRetrieve(k=3, fusion="score", **source)
+        pred = module(CLAIM)
+        assert pred.fusion == "score" and _titles_scores(pred.evidence) == _titles_scores(want["score"])
+        pred = module(CLAIM, fusion="rrf")
+        assert pred.fusion == "rrf" and _titles_scores(pred.evidence) == _titles_scores(want["rrf"])
+        lc = WikigroundRetriever(k=3, fusion="score", **source)
+        docs = lc.invoke(CLAIM)
+        assert {d.metadata["fusion"] for d in docs} == {"score"}
+        assert [(d.metadata["title"], round(d.metadata["score"], 6)) for d in docs] == _titles_scores(want["score"])
+        docs = lc.invoke(CLAIM, fusion="rrf")
+        assert {d.metadata["fusion"] for d in docs} == {"rrf"}
+        assert [(d.metadata["title"], round(d.metadata["score"], 6)) for d in docs] == _titles_scores(want["rrf"])
+        assert WikigroundRetriever(k=3, **source).invoke(CLAIM)[0].metadata["fusion"] == "rrf"  # the source's own
+
+
+def test_an_unknown_fusion_is_refused_as_the_server_refuses_it(served):
+    from retriever.integrations.dspy import WikigroundRetrieve
+    from retriever.integrations.langchain import WikigroundRetriever
+    from wikiground.errors import QueryError
+
+    url, retriever = served
+    for source in ({"retriever": retriever}, {"url": url}):
+        with pytest.raises(QueryError, match="unknown fusion 'borda'; choose one of rrf, rrf-plain, score"):
+            WikigroundRetrieve(k=3, fusion="borda", **source)
+        with pytest.raises(QueryError, match="unknown fusion 'borda'"):
+            WikigroundRetrieve(k=3, **source)(CLAIM, fusion="borda")
+        with pytest.raises(QueryError, match="unknown fusion 'borda'"):
+            WikigroundRetriever(k=3, fusion="borda", **source)
+        with pytest.raises(QueryError, match="unknown fusion 'borda'"):
+            WikigroundRetriever(k=3, **source).invoke(CLAIM, fusion="borda")
+
+
+def test_mcp_search_wikipedia_takes_a_fusion(served):
+    from mcp.client.client import Client
+
+    from retriever.mcp import build_server
+
+    _, retriever = served
+    server = build_server(retriever)
+
+    async def run():
+        async with Client(server) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            calls = {
+                f: await client.call_tool("search_wikipedia", {"claim": CLAIM, "k": 3, "fusion": f})
+                for f in ("rrf", "rrf-plain", "score")
+            }
+            default = await client.call_tool("search_wikipedia", {"claim": CLAIM, "k": 3})
+            bad = await client.call_tool("search_wikipedia", {"claim": CLAIM, "k": 3, "fusion": "borda"})
+            return tools, calls, default, bad
+
+    tools, calls, default, bad = asyncio.run(run())
+    schema = json.dumps(tools["search_wikipedia"].input_schema["properties"]["fusion"])
+    assert all(f'"{f}"' in schema for f in ("rrf", "rrf-plain", "score"))
+    for fusion, call in calls.items():
+        result = call.structured_content or json.loads(call.content[0].text)
+        want = retriever.search(CLAIM, 3, fusion=fusion).to_dict()["evidence"]
+        assert result["fusion"] == fusion
+        assert [(e["title"], e["score"]) for e in result["evidence"]] == [(e["title"], e["score"]) for e in want]
+    result = default.structured_content or json.loads(default.content[0].text)
+    assert result["fusion"] == "rrf"
+    assert bad.is_error and "borda" in bad.content[0].text

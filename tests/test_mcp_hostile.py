@@ -23,9 +23,9 @@ INIT = {
 class Agent:
     """``python -m retriever.mcp`` with lines written to its stdin and its stdout's lines read with a timeout."""
 
-    def __init__(self, index: Path):
+    def __init__(self, index: Path, *flags: str):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "retriever.mcp", "--index", str(index), "--indexes", "title"],
+            [sys.executable, "-m", "retriever.mcp", "--index", str(index), "--indexes", "title", *flags],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -63,8 +63,8 @@ def agent(gensim_store):
     a.close()
 
 
-def call(id_: int, claim: str) -> bytes:
-    params = {"name": "search_wikipedia", "arguments": {"claim": claim, "k": 2}}
+def call(id_: int, claim: str, **more) -> bytes:
+    params = {"name": "search_wikipedia", "arguments": {"claim": claim, "k": 2, **more}}
     return json.dumps({"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": params}).encode()
 
 
@@ -87,3 +87,25 @@ def test_json_that_is_no_request_gets_invalid_request(agent):
     agent.send(b'{"jsonrpc": "2.0", "id": 5, "method": 7}')
     reply = agent.answer()
     assert reply["id"] == 5 and reply["error"]["code"] == -32600
+
+
+def test_the_fusion_flag_is_the_default_of_calls_that_name_none(gensim_store):
+    """``--fusion`` as the HTTP server's: the fusion of a call without one; a call may name its own, an unknown one
+    gets an error answer."""
+    a = Agent(gensim_store, "--fusion", "score")
+    try:
+        a.send(INIT)
+        assert a.answer(timeout=120)["id"] == 1
+        a.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        fusions = []
+        for id_, more in ((2, {}), (3, {"fusion": "rrf-plain"})):
+            a.send(call(id_, "Aristotle tutored Alexander the Great.", **more))
+            reply = a.answer()
+            assert reply["id"] == id_ and not reply["result"].get("isError")
+            fusions.append(reply["result"]["structuredContent"]["fusion"])
+        assert fusions == ["score", "rrf-plain"]
+        a.send(call(4, "Aristotle", fusion="borda"))
+        reply = a.answer()
+        assert reply["id"] == 4 and (reply.get("error") or reply["result"]["isError"])
+    finally:
+        a.close()

@@ -4,8 +4,9 @@
 whose ``passages`` are ``"Title | text"`` strings (the convention of DSPy's Wikipedia abstracts server, so programs
 that split titles off work unchanged), with ``titles``, ``scores`` and the full ``evidence`` items beside them. The
 module also serves as DSPy's retrieval model: with ``dspy.configure(rm=WikigroundRetrieve(...))``,
-``dspy.Retrieve(k=3)(query)`` reads the passages, as it reads those of ``dspy.ColBERTv2``. Needs
-``pip install wikiground[dspy]``.
+``dspy.Retrieve(k=3)(query)`` reads the passages, as it reads those of ``dspy.ColBERTv2``. ``fusion`` (``rrf``,
+``rrf-plain`` or ``score``; None: the index's or the server's own) is the module's, and ``forward`` may name its own
+per call; the prediction's ``fusion`` names the one used. Needs ``pip install wikiground[dspy]``.
 """
 
 from __future__ import annotations
@@ -31,16 +32,27 @@ class WikigroundPrediction(dspy.Prediction):
 class WikigroundRetrieve(dspy.Retrieve):
     """``dspy.Retrieve`` answering from a local index (in-process) or a wikiground server."""
 
-    def __init__(self, k: int = 3, *, retriever: Any = None, url: str | None = None, callbacks: Any = None):
+    def __init__(
+        self,
+        k: int = 3,
+        *,
+        retriever: Any = None,
+        url: str | None = None,
+        fusion: str | None = None,
+        callbacks: Any = None,
+    ):
         super().__init__(k=k, callbacks=callbacks)
-        self.source = EvidenceSource(retriever, url)
+        self.source = EvidenceSource(retriever, url, fusion=fusion)
 
-    def forward(self, query: str, k: int | None = None, **kwargs: Any) -> WikigroundPrediction:
-        line = self.source.search(query, k if k is not None else self.k, passages=True)
+    def forward(
+        self, query: str, k: int | None = None, fusion: str | None = None, **kwargs: Any
+    ) -> WikigroundPrediction:
+        line = self.source.search(query, k if k is not None else self.k, passages=True, fusion=fusion)
         evidence = sorted(line["evidence"], key=lambda e: -e["score"])
         return WikigroundPrediction(
             passages=[f"{e['title']} | {e['evidence_text']}" for e in evidence],
             titles=[e["title"] for e in evidence],
             scores=[e["score"] for e in evidence],
             evidence=evidence,
+            fusion=line.get("fusion"),
         )

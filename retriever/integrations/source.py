@@ -7,24 +7,41 @@ from typing import Any
 from wikiground.errors import ConfigError, ServerAnswerError
 
 
+def _checked(fusion: str | None) -> str | None:
+    """A fusion's name checked as a server checks a request's (QueryError); None stays None."""
+    if fusion is None:
+        return None
+    from retriever.service import check_fusion
+
+    return check_fusion(fusion)
+
+
 class EvidenceSource:
     """``search(query, k)`` -> one output line (``{query, status, evidence: [...]}``), from ``retriever`` (a
-    :class:`~retriever.api.Retriever`) or ``url`` (a server's base URL, e.g. ``http://127.0.0.1:8765``)."""
+    :class:`~retriever.api.Retriever`) or ``url`` (a server's base URL, e.g. ``http://127.0.0.1:8765``).
+    ``fusion``: the fusion each search asks for (one of ``retriever.fusion.FUSIONS``; None: the Retriever's or the
+    server's own), checked here (QueryError), as a server checks a request's."""
 
-    def __init__(self, retriever: Any = None, url: str | None = None, *, timeout: float = 60.0):
+    def __init__(
+        self, retriever: Any = None, url: str | None = None, *, timeout: float = 60.0, fusion: str | None = None
+    ):
         if (retriever is None) == (url is None):
             raise ConfigError("give a Retriever or the URL of a server (python -m retriever.serve), not both")
         self.retriever = retriever
         self.url = url.rstrip("/") if url else None
         self.timeout = timeout
+        self.fusion = _checked(fusion)
 
-    def search(self, query: str, k: int, *, passages: bool = False) -> dict[str, Any]:
-        """One output line; ``passages``: the top k passages rather than the top k pages."""
+    def search(self, query: str, k: int, *, passages: bool = False, fusion: str | None = None) -> dict[str, Any]:
+        """One output line; ``passages``: the top k passages rather than the top k pages; ``fusion``: this search's
+        fusion, over the source's own (QueryError for an unknown one, before any work)."""
+        fusion = _checked(fusion) if fusion is not None else self.fusion
         if self.retriever is not None:
             from retriever.service import SearchOptions, answer
 
-            return answer(self.retriever, query, SearchOptions(k=k, passages=passages))
-        body = self._ask("POST", "/search", json={"claim": query, "k": k, "passages": passages})
+            return answer(self.retriever, query, SearchOptions(k=k, passages=passages, fusion=fusion))
+        request = {"claim": query, "k": k, "passages": passages}
+        body = self._ask("POST", "/search", json=request if fusion is None else {**request, "fusion": fusion})
         if not isinstance(body, dict) or not isinstance(body.get("evidence"), list):
             raise ServerAnswerError(
                 "answered /search without an 'evidence' list: not a wikiground server (python -m retriever.serve)?",
