@@ -123,19 +123,28 @@ class BM25Part:
             if not text:
                 out.append([])
                 continue
-            scores = np.zeros(len(self.corpus), dtype=np.float64)
             with self.base._lock:
                 counts = Counter(self._analyze(self._analyzer, text).toArray())
-                for field, weight in self.fields.items():
-                    norms, postings = self.norms[field], self.postings[field]
-                    for term, c in counts.items():
-                        found = postings.get(term)
-                        if found is not None:
-                            rows, tf = found
-                            scores[rows] += weight * c * self.idf(field, term) * tf / (tf + norms[rows])
-            hits = top_hits(self.corpus, np.round(scores, 4), k, self.base.name)
-            out.append(hits)
+                ids, scores = self._scores(counts)
+            out.append(top_hits(self.corpus, np.round(scores, 4), k, self.base.name, ids))
         return out
+
+    def _scores(self, counts: Counter) -> tuple[np.ndarray, np.ndarray]:
+        """The rows the query's terms reach and their scores (only those rows: a pass over every delta passage
+        cost as much as the base's search with a large delta)."""
+        acc = np.zeros(len(self.corpus), dtype=np.float64)
+        fresh = []
+        for field, weight in self.fields.items():
+            norms, postings = self.norms[field], self.postings[field]
+            for term, c in counts.items():
+                found = postings.get(term)
+                if found is not None:
+                    rows, tf = found
+                    cur = acc[rows]
+                    fresh.append(rows[cur == 0])  # a passage's first term: every term adds more than 0
+                    acc[rows] = cur + weight * c * self.idf(field, term) * tf / (tf + norms[rows])
+        ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int64)
+        return ids, acc[ids]
 
 
 def _postings(docs: list[list[str]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -156,7 +165,8 @@ class SavedPostings:
     ARRAYS = ("terms", "term_ends", "starts", "rows", "tfs")
 
     def __init__(self, arrays: dict[str, np.ndarray]):
-        self._arrays = arrays
+        # Plain views of the mapped files: a slice of a np.memmap is a memmap object, dearer to make per term.
+        self._arrays = {k: v.view(np.ndarray) if isinstance(v, np.memmap) else v for k, v in arrays.items()}
         self._index: dict[str, int] | None = None
 
     @staticmethod

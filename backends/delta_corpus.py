@@ -79,15 +79,30 @@ def corpus_from_rows(rows: Sequence[tuple]) -> DeltaCorpus:
 
 
 def top_hits(corpus: DeltaCorpus, scores: np.ndarray, k: int, channel: str, rows: np.ndarray | None = None) -> list:
-    """The ``k`` best of ``scores`` (over ``rows`` of the corpus, or all of it) as hits; zero scores left out."""
-    rows = np.arange(len(corpus)) if rows is None else rows
-    keep = scores > 0
-    scores, rows = scores[keep], rows[keep]
-    if len(scores) > k:
-        part = np.argpartition(-scores, k - 1)[:k]
-        scores, rows = scores[part], rows[part]
-    order = np.lexsort((corpus.passage_ids[rows], -scores))
+    """The ``k`` best of ``scores`` (over ``rows`` of the corpus, or all of it) as hits, ties by passage id; zero
+    scores left out."""
+    if k <= 0:
+        return []
+    kept = np.flatnonzero(scores >= _floor(scores, k))
+    scores, rows = scores[kept], (kept if rows is None else rows[kept])
+    if len(scores) > k:  # every score tied with the k-th best kept, so that ties go to the lower passage id
+        keep = scores >= np.partition(scores, len(scores) - k)[len(scores) - k]
+        scores, rows = scores[keep], rows[keep]
+    order = np.lexsort((corpus.passage_ids[rows], -scores))[:k]
     return [
         Hit(int(corpus.passage_ids[r]), int(corpus.page_ids[r]), float(s), 0, channel, title=corpus.titles[r])
         for r, s in zip(rows[order].tolist(), scores[order].tolist())
     ]
+
+
+SAMPLE_STEP = 16  # top_hits' sample: every 16th score
+
+
+def _floor(scores: np.ndarray, k: int) -> float:
+    """A score the ``k`` best of ``scores`` all reach, above 0: the ``k``-th best of every SAMPLE_STEP-th score
+    where the sample holds ``k`` (the ``k``-th best of all is no lower), so that only the scores above it are
+    ordered, not every delta passage's."""
+    sample = scores[::SAMPLE_STEP]
+    if len(sample) <= k:
+        return np.nextafter(0, 1, dtype=scores.dtype)
+    return max(float(np.partition(sample, len(sample) - k)[len(sample) - k]), np.nextafter(0, 1, dtype=scores.dtype))

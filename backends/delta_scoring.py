@@ -79,7 +79,7 @@ class TfidfPart:
             if not present.any():
                 out.append([])
                 continue
-            scores = np.asarray(self.matrix[:, pos[present]] @ weights[present]).ravel().astype(np.float32)
+            scores = np.asarray(self.matrix[:, pos[present]] @ weights[present]).ravel().astype(np.float32, copy=False)
             out.append(top_hits(self.corpus, scores, k, self.base.name))
         return out
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -202,9 +202,10 @@ class KgBackend:
         facts come from its graph lookups where it has them, the live delta's (and all, without them) from SQL."""
         graph = self.store.graph
         pattern = r"\b(" + "|".join(sorted(re.escape(t) for t in terms)) + ")" if terms else None
+        shadow = self.store.shadow
         hop1 = _hop1_sql(entity_ids)
         base = graph.facts(entity_ids, per_subject=MAX_HOP1) if graph else _asking(self.store.base_rows(*hop1))
-        rows = _unshadowed(base, self.store.shadow) + _asking(self.store.delta_rows(*hop1))
+        rows = _unshadowed(base, shadow) + self._delta_facts(entity_ids, shadow, _hop1_sql)
         per_entity: dict[int, int] = {}
         first: list[tuple] = []
         for r in rows:
@@ -221,7 +222,8 @@ class KgBackend:
                 # RE2's \b, which DuckDB's regexp_matches uses, is an ASCII word boundary
                 regex = re.compile(pattern, re.ASCII) if pattern else None
                 base = graph.facts_reaching(mids, entity_ids, regex, MAX_HOP2)
-            second = _unshadowed(base, self.store.shadow) + _asking(self.store.delta_rows(*hop2))
+            hop2_sql = partial(_hop2_sql, entity_ids=entity_ids, pattern=pattern or r"^\b$", limit=MAX_HOP2)
+            second = _unshadowed(base, shadow) + self._delta_facts(mids, shadow, hop2_sql)
         sentences = self._sentences([*first, *second])
         facts1 = [Fact(*r[:8]) for r in first]
         facts2 = [Fact(*r[:8]) for r in second]
@@ -229,6 +231,12 @@ class KgBackend:
         if origins:
             facts1, facts2 = _marked_origin(facts1, origins), _marked_origin(facts2, origins)
         return [(1, f) for f in facts1] + [(2, f) for f in facts2], sentences
+
+    def _delta_facts(self, subjects: Sequence[int], shadow: DeltaShadow, sql: Any) -> list[tuple]:
+        """The delta's facts of ``subjects`` (``sql(subjects)``): asked only of the subjects the delta holds, the
+        only ones it has facts of (each ask scans the delta's facts of a range of page ids)."""
+        held = [s for s in subjects if s in shadow.replaced]
+        return _asking(self.store.delta_rows(*sql(held))) if held else []
 
     def _sentences(self, rows: list[tuple]) -> dict[tuple, str]:
         """(passage_id, page-level sentence id) -> sentence, for the facts ``rows``: their passages' text, cut where

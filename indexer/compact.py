@@ -100,15 +100,17 @@ def compact_index(index_dir: str | Path, *, force: bool = False, memory: int | N
 
 def _compact_locked(index_dir: Path, memory: int | None) -> dict[str, Any]:
     from indexer.build import remove_stale_temps
+    from indexer.compact_store import newest_revision
 
     remove_stale_temps(index_dir)
     tmp = Path(tempfile.mkdtemp(prefix=build_tmp_prefix(index_dir), dir=index_dir.parent))
     try:
         old = read_manifest(index_dir)
         build_id = uuid.uuid4().hex
-        counts, folded = _write_store(index_dir, tmp / STORE_FILE, build_id, memory)
+        counts, folded = _write_store(index_dir, tmp / STORE_FILE, build_id, memory, _survivors(tmp))
         manifest = _build_channels(index_dir, tmp, old, build_id, memory)
         manifest.update(counts=counts, store_bytes=(tmp / STORE_FILE).stat().st_size)
+        manifest["newest_rev_timestamp"] = newest_revision(tmp / STORE_FILE, old.get("newest_rev_timestamp"))
         manifest[FOLDED_KEY] = list(old.get("updates") or [])
         manifest.pop("files", None)  # listed again from the new folder's files
         manifest["delta"] = {"pages": 0, "deleted": 0, "stale": 0}
@@ -121,6 +123,7 @@ def _compact_locked(index_dir: Path, memory: int | None) -> dict[str, Any]:
         _publish(index_dir, tmp, set(folded))
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        _survivors(tmp).unlink(missing_ok=True)
         if isinstance(exc, Exception) and not isinstance(exc, (BuildError, ConfigError)):
             raise BuildError(f"compacting {index_dir} failed: {type(exc).__name__}: {exc}") from exc
         raise
@@ -142,11 +145,29 @@ def _build_channels(index_dir: Path, tmp: Path, old: dict[str, Any], build_id: s
             opts["shards_dir"] = str(tmp.parent / f"{tmp.name}.dense-shards")
             opts["scope"] = _dense_scope(index_dir, opts.get("scope", "auto"))
         try:
+            if name == "dense":
+                _carry_vectors(index_dir, tmp, opts)
             built[name] = build_one(name, tmp, progress=False, options=opts, memory=memory)
         finally:
             shutil.rmtree(tmp.parent / f"{tmp.name}.dense-shards", ignore_errors=True)
         stamp_channel(tmp / name, build_id)
+    _survivors(tmp).unlink(missing_ok=True)
     return {**old, "build_id": build_id, "indexes": built}
+
+
+def _survivors(tmp: Path) -> Path:
+    """Beside the compaction's folder: the old id of each surviving base passage, by new id."""
+    return tmp.parent / f"{tmp.name}.survivors.npy"
+
+
+def _carry_vectors(index_dir: Path, tmp: Path, opts: dict[str, Any]) -> None:
+    """The dense shards of the passages that survived, from the base's vectors (``indexer.compact_dense``)."""
+    import numpy as np
+
+    from indexer.compact_dense import seed_shards
+
+    survivors = np.load(_survivors(tmp), allow_pickle=False)
+    seed_shards(index_dir / "dense", tmp / STORE_FILE, survivors, Path(opts["shards_dir"]), opts)
 
 
 def _dense_scope(index_dir: Path, asked: str) -> str:
@@ -176,7 +197,9 @@ def _publish(index_dir: Path, tmp: Path, folded: set[str]) -> None:
         swap_folder(tmp, index_dir)
 
 
-def _write_store(index_dir: Path, db: Path, build_id: str, memory: int | None) -> tuple[dict[str, int], list[str]]:
+def _write_store(
+    index_dir: Path, db: Path, build_id: str, memory: int | None, survivors: Path
+) -> tuple[dict[str, int], list[str]]:
     """The base store with the delta applied, into ``db``; its row counts and the segments folded."""
     import duckdb
 
@@ -186,7 +209,8 @@ def _write_store(index_dir: Path, db: Path, build_id: str, memory: int | None) -
     if delta is None:
         raise BuildError(f"{index_dir}: no delta to fold")
     try:
-        return fold_store(store_path(index_dir), delta, db, build_id, memory), [entry[0] for entry in listing]
+        counts = fold_store(store_path(index_dir), delta, db, build_id, memory, survivors=survivors)
+        return counts, [entry[0] for entry in listing]
     except duckdb.Error as exc:
         raise BuildError(f"{db}: writing the compacted store failed ({exc})") from exc
     finally:

@@ -4,12 +4,19 @@ The base's rows of the pages the delta holds or deleted are left out, the delta'
 ``local``, their revision kept), passage ids numbered again densely (0..N-1, the base's survivors in their order,
 then the delta's passages), the tables written as a build writes them (``indexer.schema.STORE_DDL``: section heads
 with their text, sentence offsets) and a new ``build_info``.
+
+The delta's tables are streamed into a scratch database file beside the new store, :data:`BATCH_ROWS` rows at a
+time, so that a compaction holds a batch of the delta in memory, not the whole of each table twice (the merged
+delta, then an Arrow copy of it); the scratch file is removed once the store is written.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
+
+BATCH_ROWS = 20_000  # delta rows read at a time: passages of a few kilobytes each, tens of megabytes a batch
 
 _KEPT = "page_id NOT IN (SELECT page_id FROM _hidden)"
 _BY_PAGE = ("categories", "see_also", "links", "infobox", "table_rows")
@@ -48,14 +55,25 @@ _FOLD_SQL = (
 _COUNTED = {"sections": "section_heads", "sentences": "sentence_spans"}
 
 
-def fold_store(old_db: Path, delta: Any, db: Path, build_id: str, memory: int | None) -> dict[str, int]:
+def fold_store(
+    old_db: Path,
+    delta: Any,
+    db: Path,
+    build_id: str,
+    memory: int | None,
+    *,
+    batch_rows: int = BATCH_ROWS,
+    survivors: Path | None = None,
+) -> dict[str, int]:
     """Write ``db`` from the store ``old_db`` and the merged delta ``delta`` (an open DuckDB connection); returns
-    the manifest's counts."""
+    the manifest's counts. ``survivors``: where to save the old id of each surviving base passage, by new id (the
+    dense channel carries their vectors: ``indexer.compact_dense``)."""
     import duckdb
 
     from indexer.schema import BUILD_INFO_DDL, INDEXES, STORE_DDL, TABLES
     from wikiground.system import duckdb_size
 
+    scratch = Path(str(db) + ".delta")
     con = duckdb.connect()
     try:
         con.execute(f"ATTACH '{_quoted(db)}' AS store")
@@ -65,9 +83,16 @@ def fold_store(old_db: Path, delta: Any, db: Path, build_id: str, memory: int | 
             con.execute(f"SET memory_limit = '{duckdb_size(memory)}'")
         con.execute(STORE_DDL)
         con.execute(f"ATTACH '{_quoted(old_db)}' AS old (READ_ONLY)")
+        con.execute(f"ATTACH '{_quoted(scratch)}' AS dl")
         for table in (*TABLES, "tombstones"):  # the delta's tables, read as ``d_<name>``
-            con.register(f"d_{table}", delta.sql(f"SELECT * FROM {table}").to_arrow_table())
+            stream_table(delta, table, con, f"dl.{table}", batch_rows)
+            con.execute(f"CREATE TEMP VIEW d_{table} AS SELECT * FROM dl.{table}")
         _maps(con)
+        if survivors is not None:
+            import numpy as np
+
+            ids = con.execute("SELECT old_id FROM _pmap ORDER BY new_id").fetchnumpy()["old_id"]
+            np.save(survivors, np.asarray(ids, dtype=np.int64), allow_pickle=False)
         for sql in _FOLD_SQL:
             con.execute(sql)
         con.execute(INDEXES)
@@ -79,6 +104,34 @@ def fold_store(old_db: Path, delta: Any, db: Path, build_id: str, memory: int | 
         return counts
     finally:
         con.close()
+        for path in (scratch, Path(str(scratch) + ".wal")):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
+def stream_table(source: Any, table: str, con: Any, target: str, batch_rows: int) -> None:
+    """``source``'s ``table`` (DuckDB connections both) written to ``target`` of ``con``, ``batch_rows`` rows at a
+    time: the Arrow reader, on a cursor of its own, is scanned once, batch by batch."""
+    cur = source.cursor()
+    try:
+        con.register("_delta_rows", cur.sql(f"SELECT * FROM {table}").to_arrow_reader(batch_rows))
+        con.execute(f"CREATE TABLE {target} AS SELECT * FROM _delta_rows")
+    finally:
+        con.unregister("_delta_rows")
+        cur.close()
+
+
+def newest_revision(db: Path, base: str | None) -> str | None:
+    """The newest revision timestamp the compacted store ``db`` holds, or the base's (``base``, the manifest's
+    ``newest_rev_timestamp``) where that is newer: the base's newest page may be one the delta deleted."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        folded = con.execute("SELECT max(rev_timestamp) FROM pages").fetchone()[0]
+    finally:
+        con.close()
+    return max((s for s in (base, folded) if s), default=None)
 
 
 def _maps(con: Any) -> None:

@@ -16,13 +16,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from indexer import delta_lookups
+from indexer.delta_lookups import DeltaLookups
 from indexer.integrity import FileGuard, listed_records, refuse_damaged, sampled_problems
 from indexer.schema import SCHEMA_VERSION
 from indexer.store_memory import MemoryFit, limit_bytes
 from indexer.trust import refuse_links
 from indexer.verify import listed_files
 from wikiground.errors import IndexChangedError, IndexCorruptError, IndexFormatError, IndexMissingError
-from wikiground.layout import LOOKUPS_DIR, MANIFEST_FILE, STORE_FILE, delta_segments
+from wikiground.layout import LIVE_PASSAGE_ID_BASE, LOOKUPS_DIR, MANIFEST_FILE, STORE_FILE, delta_segments
 from wikiground.records import Page, Passage
 from wikiground.text import canonical_title, normalize_title
 
@@ -59,11 +61,9 @@ class DeltaShadow:
     replaced: frozenset[int] = frozenset()
     deleted: frozenset[int] = frozenset()
     listing: tuple = ()
-
-    @property
-    def hidden(self) -> frozenset[int]:
-        """Page ids whose base passages no channel may return."""
-        return self.replaced | self.deleted
+    # Page ids whose base passages no channel may return: ``replaced | deleted``, made once (every channel of every
+    # query asks, and the union of a large delta's sets costs milliseconds).
+    hidden: frozenset[int] = frozenset()
 
 
 def _shadow_of(delta: Any | None, listing: tuple) -> DeltaShadow:
@@ -72,7 +72,7 @@ def _shadow_of(delta: Any | None, listing: tuple) -> DeltaShadow:
     cur = delta.cursor()
     replaced = frozenset(int(r[0]) for r in cur.execute("SELECT page_id FROM pages").fetchall())
     deleted = frozenset(int(r[0]) for r in cur.execute("SELECT page_id FROM tombstones").fetchall())
-    return DeltaShadow(replaced, deleted, listing)
+    return DeltaShadow(replaced, deleted, listing, replaced | deleted)
 
 
 _PAGE_COLS = "page_id, title, namespace, rev_id, rev_timestamp, is_disambiguation, url, lead"
@@ -462,6 +462,7 @@ class Store:
         self._delta = delta
         self._delta_listing: tuple = ()
         self._shadow = DeltaShadow()
+        self._delta_lookups: tuple[Any, DeltaLookups | None] = (None, None)  # (the delta read, its lookups)
         self._lock = threading.Lock()
         self._sentence_tables: dict[int, str] = {}  # id(connection) -> where its sentence ids are read
         self._lookups: Lookups | None = None  # the main store's point lookups as mmap'd files, if built
@@ -526,7 +527,9 @@ class Store:
             # The replaced connection is not closed here: another thread may be reading it (it is garbage
             # collected once no cursor holds it).
             delta, listing = open_delta(self.path)
+            lookups = delta_lookups.prepare(delta) if delta is not None else None
             self._shadow = _shadow_of(delta, listing)
+            self._delta_lookups = (delta, lookups)
             self._delta, self._delta_listing = delta, listing
 
     @property
@@ -536,12 +539,20 @@ class Store:
             self.reload_delta()
         return self._shadow
 
+    def _delta_read(self) -> tuple[Any, DeltaLookups | None]:
+        """The delta as last read, and its lookups in memory (None: a delta given as a connection, asked in SQL)."""
+        delta = self._delta
+        held, lookups = self._delta_lookups
+        return delta, lookups if held is delta else None
+
     def delta_origins(self, page_ids: Iterable[int]) -> dict[int, tuple[str, str | None]]:
         """page_id -> (origin, revision time) of the pages among ``page_ids`` that the delta holds."""
         ids = sorted({int(i) for i in page_ids})
-        delta = self._delta
+        delta, lookups = self._delta_read()
         if not ids or delta is None:
             return {}
+        if lookups is not None:
+            return {i: lookups.origins[i] for i in ids if i in lookups.origins}
         keys, params = in_keys(ids)
         sql = f"SELECT page_id, origin, rev_timestamp FROM pages WHERE page_id IN {keys}"
         return {int(a): (b, c) for a, b, c in delta.cursor().execute(sql, params).fetchall()}
@@ -650,20 +661,25 @@ class Store:
         ids = sorted({int(i) for i in passage_ids})
         if not ids:
             return {}
-        keys, params = in_keys(ids)
         rows: list[tuple] = []
         spans: dict[int, list[tuple[int, int]]] = {}
-        table = self._lookups  # read once: a lookups file cut under the process drops them (check_files)
+        lookups = self._lookups  # read once: a lookups file cut under the process drops them (check_files)
         for con in self._cons():
+            # The delta's passage ids start at LIVE_PASSAGE_ID_BASE, above any the base numbers: each store is
+            # asked for its own (a large delta made the base's lookups and the delta's scans cost twice).
+            mine = [i for i in ids if (i >= LIVE_PASSAGE_ID_BASE) == (con is not self._main)]
+            if not mine:
+                continue
             cur = con.cursor()
-            rows.extend(self._run(con, lambda c=cur: _evidence_rows(c, ids)))
-            known = table.sentence_ids(ids) if con is self._main and table is not None else None
+            rows.extend(self._run(con, lambda c=cur, ids_=mine: _evidence_rows(c, ids_)))
+            known = lookups.sentence_ids(mine) if con is self._main and lookups is not None else None
             if known is not None:
                 spans.update({pid: list(enumerate(sids)) for pid, sids in known.items()})
                 continue
             table = self._sentence_tables.get(id(con))
             if table is None:
                 table = self._sentence_tables[id(con)] = _sentence_table(con)
+            keys, params = in_keys(mine)
             for pid, idx, sid in cur.execute(_sentence_ids_sql(table, keys), params).fetchall():
                 spans.setdefault(int(pid), []).append((int(idx), int(sid)))
         n = len(_PASSAGE_COLS.split(","))
@@ -700,9 +716,14 @@ class Store:
         if table is None:
             return {pid: (p.passage_id, p.title) for pid, p in self.lead_passages(ids).items()}
         out = table.leads(ids)
-        keys, params = in_keys(ids)
         # The delta after the main store: a page fetched live since the build wins.
-        out.update({int(r[1]): (int(r[0]), r[4]) for r in self.delta_rows(_LEAD_SQL.format(keys=keys), params)})
+        self.reload_delta()
+        delta, lookups = self._delta_read()
+        if lookups is not None:
+            out.update((i, lookups.leads[i]) for i in ids if i in lookups.leads)
+        elif delta is not None:
+            keys, params = in_keys(ids)
+            out.update({int(r[1]): (int(r[0]), r[4]) for r in self.delta_rows(_LEAD_SQL.format(keys=keys), params)})
         for pid in self._shadow.deleted.intersection(out):
             del out[pid]
         return out
@@ -762,7 +783,7 @@ class Store:
                 continue
             origin = "local" if con is self._main else "delta"
             found: list[dict[str, tuple]] = [{}, {}, {}, {}]  # by kind: exact, redirect, loose title, loose redirect
-            for kind, key, *rest in con.cursor().execute(_RESOLVE_SQL, [sorted(set(canon.values())), keys]).fetchall():
+            for kind, key, *rest in self._resolve_rows(con, sorted(set(canon.values())), keys):
                 found[kind][key] = (kind, *rest)
             for t in wanted:
                 c, k = canon[t], norm.get(t)
@@ -800,10 +821,17 @@ class Store:
                     )
                 continue
             origin = "local" if con is self._main else "delta"
-            rows = con.cursor().execute(_RESOLVE_SQL, [[], wanted]).fetchall()
+            rows = self._resolve_rows(con, [], wanted)
             for _, key, source, target, frag, pid, dab in sorted(rows, key=lambda r: -r[0]):  # titles last: win
                 out[key] = Resolution(key, int(pid), target, source, frag, False, origin, bool(dab))
         return self._with_delta(wanted, *found_in)
+
+    def _resolve_rows(self, con: Any, titles: list[str], keys: list[str]) -> list[tuple]:
+        """``_RESOLVE_SQL``'s rows, from the delta's titles in memory where ``con`` is the delta they were read from."""
+        held, lookups = self._delta_lookups
+        if con is held and lookups is not None:
+            return lookups.titles.rows(titles, keys)
+        return con.cursor().execute(_RESOLVE_SQL, [titles, keys]).fetchall()
 
     def _with_delta(
         self, wanted: list[str], base: dict[str, Resolution], delta: dict[str, Resolution] | None = None
@@ -855,6 +883,10 @@ class Store:
             return set()
         found: set[str] = set()
         for con in self._cons():
+            held, lookups = self._delta_lookups
+            if con is held and lookups is not None:
+                found.update(lookups.titles.norms.intersection(ks))
+                continue
             cur = con.cursor()
             found.update(
                 r[0]

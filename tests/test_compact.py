@@ -9,15 +9,19 @@ import shutil
 import subprocess
 import sys
 
+import duckdb
+import pyarrow as pa
 import pytest
 
 from backends.delta_store import write_parts
 from indexer.compact import compact_index
+from indexer.compact_store import fold_store
+from indexer.store import open_delta
 from indexer.update import update_index
 from retriever import Retriever
 from tests.support.wikidump import read_pages
 from tests.test_update import CLAIMS, DELETED, EDITED, MOVED, NEW_TITLE, _inputs
-from wikiground.layout import delta_segments
+from wikiground.layout import delta_segments, store_path
 
 from .conftest import ROOT
 
@@ -47,12 +51,75 @@ def test_below_the_share_compact_says_so_and_does_nothing(updated):
     assert delta_segments(index) == segments and segments
 
 
+class _Batched:
+    """The merged delta, read only as Arrow readers of ``rows`` rows a batch at most (what any other read of it, a
+    whole table fetched at once, raises on), counting the rows of each batch."""
+
+    def __init__(self, con, rows: int, batches: list | None = None):
+        self.con, self.rows, self.batches = con, rows, [] if batches is None else batches
+
+    def cursor(self):
+        return _Batched(self.con.cursor(), self.rows, self.batches)
+
+    def close(self):
+        self.con.close()
+
+    def sql(self, query: str):
+        return _BatchedRelation(self, self.con.sql(query))
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the delta read whole ({name})")
+
+
+class _BatchedRelation:
+    def __init__(self, owner: _Batched, relation):
+        self.owner, self.relation = owner, relation
+
+    def to_arrow_reader(self, batch_size: int):
+        assert batch_size <= self.owner.rows
+        reader = self.relation.to_arrow_reader(batch_size)
+
+        def batches():
+            for batch in reader:
+                self.owner.batches.append(batch.num_rows)
+                yield batch
+
+        return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the delta read whole ({name})")
+
+
+def test_the_compacted_store_is_written_from_the_delta_in_batches(updated, tmp_path):
+    """The delta's tables reach the compacted store a few rows at a time, never a table whole; the store holds
+    every row of them, and the scratch file they went through is gone."""
+    index = updated[0]
+    delta, _ = open_delta(index)
+    try:
+        rows = sum(delta.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("passages", "sentences"))
+        passages = delta.execute("SELECT count(*) FROM passages").fetchone()[0]
+        spy = _Batched(delta, 3)
+        counts = fold_store(store_path(index), spy, tmp_path / "wiki.duckdb", "b" * 32, None, batch_rows=3)
+    finally:
+        delta.close()
+    assert spy.batches and max(spy.batches) <= 3 and sum(spy.batches) >= rows > 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wiki.duckdb"]
+    with duckdb.connect(str(store_path(index)), read_only=True) as old:
+        hidden = old.execute(
+            "SELECT count(*) FROM passages WHERE page_id IN (SELECT page_id FROM pages WHERE title IN (?, ?, ?))",
+            [EDITED, DELETED, MOVED],
+        ).fetchone()[0]
+        base = old.execute("SELECT count(*) FROM passages").fetchone()[0]
+    assert counts["passages"] == base - hidden + passages
+
+
 def test_compact_folds_the_delta_into_the_base_and_answers_the_same(updated, tmp_path):
     """Forced, the delta is folded into the base: the update's claims answered as before (the folded pages now
     ``local``, their revisions kept), an empty delta, and the applied files still recorded (applying them again
     changes nothing)."""
     index, pages, dump, events = updated
     before = _answers(index)
+    base_newest = json.loads((index / "manifest.json").read_text(encoding="utf-8"))["newest_rev_timestamp"]
     result = compact_index(index, force=True)
     assert result["compacted"] and (result["delta_pages"], result["delta_deleted"]) == (2, 1)
     assert delta_segments(index) == []
@@ -71,6 +138,11 @@ def test_compact_folds_the_delta_into_the_base_and_answers_the_same(updated, tmp
         assert (moved.title, moved.page_id, moved.via_redirect) == (NEW_TITLE, pages[MOVED][0], MOVED)
     manifest = json.loads((index / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["delta"]["pages"] == 0 and {dump.name, events.name} <= {u["name"] for u in manifest["updates"]}
+    # The newest revision the base holds now: the move's (its event's time), after the base dump's.
+    newest = max(u["newest_timestamp"] for u in manifest["updates"])
+    assert base_newest < newest == manifest["newest_rev_timestamp"] == "2026-11-26T11:00:00Z"
+    with duckdb.connect(str(store_path(index)), read_only=True) as con:
+        assert con.execute("SELECT max(rev_timestamp) FROM pages").fetchone()[0] == newest
     again = update_index(index, [dump], [events], workers=1)
     assert again["segment"] is None and {s["reason"] for s in again["skipped_files"]} == {"already applied"}
     verify = subprocess.run(
