@@ -773,15 +773,8 @@ class Store:
         canon = {t: canonical_title(t) for t in wanted}
         norm = {t: normalize_title(t) for t in wanted} if loose else {}
         keys = sorted({k for k in norm.values() if k})
-        found_in: list[dict[str, Resolution]] = []
-        table = self._lookups
-        for con in self._cons():
-            out: dict[str, Resolution] = {}
-            found_in.append(out)
-            if con is self._main and table is not None:
-                self._resolve_from_table(table, wanted, canon, norm, out)
-                continue
-            origin = "local" if con is self._main else "delta"
+
+        def from_store(con: Any, origin: str, out: dict[str, Resolution]) -> None:
             found: list[dict[str, tuple]] = [{}, {}, {}, {}]  # by kind: exact, redirect, loose title, loose redirect
             for kind, key, *rest in self._resolve_rows(con, sorted(set(canon.values())), keys):
                 found[kind][key] = (kind, *rest)
@@ -790,17 +783,11 @@ class Store:
                 row = found[0].get(c) or found[1].get(c) or found[2].get(k) or found[3].get(k)
                 if row is not None:
                     kind, source, target, frag, pid, dab = row
-                    out[t] = Resolution(
-                        t,
-                        int(pid),
-                        target,
-                        via_redirect=source,
-                        fragment=frag,
-                        exact=kind < 2,
-                        origin=origin,
-                        is_disambiguation=bool(dab),
-                    )
-        return self._with_delta(wanted, *found_in)
+                    out[t] = Resolution(t, int(pid), target, source, frag, kind < 2, origin, bool(dab))
+
+        return self._resolved_in_each(
+            wanted, lambda table, out: self._resolve_from_table(table, wanted, canon, norm, out), from_store
+        )
 
     def resolve_keys(self, keys: Iterable[str]) -> dict[str, Resolution]:
         """Normalised keys (``normalize_title``) resolved to pages by the loose match alone (``exact`` False): the
@@ -809,21 +796,35 @@ class Store:
         wanted = sorted({k for k in keys if k})
         if not wanted:
             return {}
+
+        def from_table(table: Lookups, out: dict[str, Resolution]) -> None:
+            for key, e in table.loose_many(wanted).items():
+                out[key] = Resolution(key, e.page_id, e.target, e.via, e.fragment, False, "local", e.is_disambiguation)
+
+        def from_store(con: Any, origin: str, out: dict[str, Resolution]) -> None:
+            rows = self._resolve_rows(con, [], wanted)
+            for _, key, source, target, frag, pid, dab in sorted(rows, key=lambda r: -r[0]):  # titles last: win
+                out[key] = Resolution(key, int(pid), target, source, frag, False, origin, bool(dab))
+
+        return self._resolved_in_each(wanted, from_table, from_store)
+
+    def _resolved_in_each(
+        self,
+        wanted: list[str],
+        from_table: Callable[[Lookups, dict[str, Resolution]], None],
+        from_store: Callable[[Any, str, dict[str, Resolution]], None],
+    ) -> dict[str, Resolution]:
+        """``wanted`` resolved in each store: the main store's lookups where it has them (``from_table``), else its
+        SQL, then the delta's (``from_store``, with the origin to name); one answer each (:meth:`_with_delta`)."""
         found_in: list[dict[str, Resolution]] = []
         table = self._lookups
         for con in self._cons():
             out: dict[str, Resolution] = {}
             found_in.append(out)
             if con is self._main and table is not None:
-                for key, e in table.loose_many(wanted).items():
-                    out[key] = Resolution(
-                        key, e.page_id, e.target, e.via, e.fragment, False, "local", e.is_disambiguation
-                    )
-                continue
-            origin = "local" if con is self._main else "delta"
-            rows = self._resolve_rows(con, [], wanted)
-            for _, key, source, target, frag, pid, dab in sorted(rows, key=lambda r: -r[0]):  # titles last: win
-                out[key] = Resolution(key, int(pid), target, source, frag, False, origin, bool(dab))
+                from_table(table, out)
+            else:
+                from_store(con, "local" if con is self._main else "delta", out)
         return self._with_delta(wanted, *found_in)
 
     def _resolve_rows(self, con: Any, titles: list[str], keys: list[str]) -> list[tuple]:
