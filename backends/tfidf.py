@@ -44,6 +44,7 @@ PARALLEL_MIN_PASSAGES = 50_000  # from this many passages, hashing runs in worke
 # corpus's lists fit it whole.
 POSTING_BUDGET = postings.KEEP
 BATCH_THREADS = max(1, min(4, os.cpu_count() or 1))
+POSTINGS_SHARE = 0.4  # of the build's memory budget: what the passes over the spill may hold
 # search_batch scores in the calling thread unless told otherwise: scoring is many small numpy calls, bound by the
 # GIL between them, so more threads added CPU time and no speed, over 10k passages and over 1M alike
 # (benchmarks/RESULTS.md). A batch gets its second core from the channels and blocks searched beside it.
@@ -95,13 +96,15 @@ def build(
     min_df: int | None = None,
     workers: int | None = None,
     n_features: int = postings.N_FEATURES,
+    memory: int | None = None,
 ) -> dict:
     """Hash every passage's uni+bigrams, weight them and write the postings folder, in bounded memory.
 
     ``min_df`` defaults to 1 below ``MIN_DF_LARGE_CORPUS`` passages and 2 above, where buckets holding
     only once-seen n-grams would dominate the postings. ``workers`` hashing processes (default: one per core,
     up to 4, from ``PARALLEL_MIN_PASSAGES`` passages on; 1 hashes in this process). ``n_features``: hash
-    buckets, a power of two.
+    buckets, a power of two. ``memory``: the build's budget; the passes over the spill hold ``POSTINGS_SHARE`` of
+    it (the rest: the store's reads, the hashing processes, the interpreter).
     """
     import sklearn
     from tqdm import tqdm
@@ -119,10 +122,11 @@ def build(
             workers = BATCH_THREADS if n >= PARALLEL_MIN_PASSAGES else 1
         params = dict(ANALYZER_PARAMS, sublinear_tf=True, norm="l2", smooth_idf=True, min_df=min_df, dtype="float32")
         params["n_features"] = int(n_features)
+        share = None if memory is None else int(memory * POSTINGS_SHARE)
         with tqdm(total=n, unit="passage", desc="tfidf", disable=not progress) as bar:
             batches = _counted(_batches(con, db_path, n), bar)
             counts = postings.build_postings(
-                batches, out_dir, params, n=n, min_df=min_df, workers=workers, keep=POSTING_BUDGET
+                batches, out_dir, params, n=n, min_df=min_df, workers=workers, keep=POSTING_BUDGET, memory=share
             )
         write_table(con, db_path, out_dir)
     finally:

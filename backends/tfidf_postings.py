@@ -52,6 +52,13 @@ FILES = ("buckets.npy", "idf.npy", "indptr.npy", "indices.npy", "weights.npy", "
 SPILL = np.dtype([("key", "<u4"), ("gap", "<u2")])  # key: count << COUNT_SHIFT | bucket offset; gap: passages since
 MAX_GAP = np.iinfo(np.uint16).max  # the file's previous entry (a filler: key 0, count 0, adds MAX_GAP)
 ENTRY = np.dtype([("bucket", "<u4"), ("doc", "<i4"), ("tf", "<f4")])  # a range's entries, decoded
+KEPT = np.dtype([("bucket", "<u4"), ("df", "<i4")])  # a range's kept buckets and their df, between passes 2 and 3
+# What the passes over the spill hold: a peak of about ENTRY_PEAK_BYTES an entry of the range (or run of lists) in
+# hand, beside NORM_BYTES a passage (its squared norm, float64, then its norm, float32). A range that holds a common
+# word's bucket grows with the corpus, so a range of more than the entries the memory allows is read in pieces.
+ENTRY_PEAK_BYTES = 100
+NORM_BYTES = 12
+MIN_PIECE_ENTRIES = 1 << 20
 
 
 def hasher(params: dict):
@@ -180,50 +187,6 @@ def _with_fillers(key: np.ndarray, gaps: np.ndarray, rid: np.ndarray) -> tuple[n
     return rec, np.repeat(rid, reps)
 
 
-def _ranges(
-    spill_dir: Path, ranges: int, n_features: int, sublinear: bool, *, consume: bool = False
-) -> Iterator[tuple[int, int, np.ndarray]]:
-    """(first bucket, width, decoded ``ENTRY`` entries) of each bucket range, in bucket order; ``consume``: each
-    spill file is deleted once read (the last pass), so the spill shrinks as the postings grow."""
-    width = n_features // ranges
-    for r in range(ranges):
-        path = spill_dir / f"range-{r:04d}.bin"
-        raw = np.fromfile(path, dtype=SPILL)
-        if consume:
-            path.unlink()
-        doc = np.cumsum(raw["gap"], dtype=np.int64)
-        real = raw["key"] >> np.uint32(COUNT_SHIFT) != 0  # fillers carry only their gap
-        if not real.all():
-            raw, doc = raw[real], doc[real]
-        rec = np.empty(len(raw), dtype=ENTRY)
-        rec["bucket"] = (raw["key"] & np.uint32(width - 1)) + np.uint32(r * width)
-        rec["doc"] = doc
-        del doc
-        count = (raw["key"] >> np.uint32(COUNT_SHIFT)).astype(np.float32)
-        rec["tf"] = 1.0 + np.log(count) if sublinear else count
-        del raw
-        yield r * width, width, rec
-
-
-def df_and_norms(
-    spill_dir: Path, n: int, min_df: int, ranges: int, n_features: int, sublinear: bool
-) -> tuple[list, np.ndarray]:
-    """Pass 2: per range, its kept buckets and their df (``min_df`` and over); each passage's L2 norm."""
-    kept: list[tuple[np.ndarray, np.ndarray]] = []
-    sq = np.zeros(n, dtype=np.float64)
-    for lo, width, rec in _ranges(spill_dir, ranges, n_features, sublinear):
-        df = np.bincount(rec["bucket"] - lo, minlength=width).astype(np.int32)
-        df[df < min_df] = 0
-        keep = df[rec["bucket"] - lo] > 0
-        w = rec["tf"][keep] * smooth_idf(df[rec["bucket"][keep] - lo], n)
-        np.add.at(sq, rec["doc"][keep], np.square(w, dtype=np.float64))
-        buckets = np.flatnonzero(df)
-        kept.append(((buckets + lo).astype(np.uint32), df[buckets]))
-    norms = np.sqrt(sq).astype(np.float32)
-    norms[norms == 0] = 1.0
-    return kept, norms
-
-
 def _npy_header(f, dtype, length: int) -> None:
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (length,)}
     np.lib.format.write_array_header_2_0(f, header)
@@ -334,58 +297,220 @@ def _kept_tail(df: np.ndarray, keep: int) -> tuple[np.ndarray | slice, np.ndarra
     return mask, lengths
 
 
+def _decode(raw: np.ndarray, lo: int, width: int, sublinear: bool, first: int) -> tuple[np.ndarray, int]:
+    """(decoded ``ENTRY`` entries of ``raw`` spill records of the range starting at bucket ``lo``, the passage of
+    the last record): ``first`` is the passage the records' first gap counts from."""
+    doc = np.cumsum(raw["gap"], dtype=np.int64)
+    if first:
+        doc += first
+    last = int(doc[-1]) if len(doc) else first
+    real = raw["key"] >> np.uint32(COUNT_SHIFT) != 0  # fillers carry only their gap
+    if not real.all():
+        raw, doc = raw[real], doc[real]
+    rec = np.empty(len(raw), dtype=ENTRY)
+    rec["bucket"] = (raw["key"] & np.uint32(width - 1)) + np.uint32(lo)
+    rec["doc"] = doc
+    del doc
+    count = (raw["key"] >> np.uint32(COUNT_SHIFT)).astype(np.float32)
+    rec["tf"] = 1.0 + np.log(count) if sublinear else count
+    return rec, last
+
+
+def range_path(spill_dir: Path, r: int, kind: str = "range") -> Path:
+    """Range ``r``'s spill file (``range``) or its kept buckets and their df (``kept``, written by pass 2)."""
+    return spill_dir / (f"range-{r:04d}.bin" if kind == "range" else f"kept-{r:04d}.npy")
+
+
+def range_entries(path: Path, lo: int, width: int, sublinear: bool, chunk: int) -> Iterator[np.ndarray]:
+    """The decoded entries of one range's spill file, at most ``chunk`` at a time (each passage's gap carried from
+    the piece before): a range holding a common word's bucket grows with the corpus, so it is never read whole."""
+    total = os.path.getsize(path) // SPILL.itemsize
+    if total <= chunk:
+        yield _decode(np.fromfile(path, dtype=SPILL), lo, width, sublinear, 0)[0]
+        return
+    last = 0
+    with open(path, "rb") as f:
+        for start in range(0, total, chunk):
+            rec, last = _decode(
+                np.fromfile(f, dtype=SPILL, count=min(chunk, total - start)), lo, width, sublinear, last
+            )
+            yield rec
+
+
+def _kept_df(df: np.ndarray, min_df: int) -> np.ndarray:
+    df = df.astype(np.int32)
+    df[df < min_df] = 0
+    return df
+
+
+def _add_squares(sq: np.ndarray, rec: np.ndarray, df: np.ndarray, lo: int, n: int) -> None:
+    """Each entry's squared tf-idf weight (``df`` of the range's buckets from ``lo``; 0: not kept) into ``sq``."""
+    keep = df[rec["bucket"] - lo] > 0
+    w = rec["tf"][keep] * smooth_idf(df[rec["bucket"][keep] - lo], n)
+    np.add.at(sq, rec["doc"][keep], np.square(w, dtype=np.float64))
+
+
+def df_and_norms(
+    spill_dir: Path, n: int, min_df: int, ranges: int, n_features: int, sublinear: bool, *, cap: int, keep: int
+) -> tuple[np.ndarray, dict]:
+    """Pass 2: per range, its kept buckets and their df (``min_df`` and over) into its ``kept`` file; each passage's
+    L2 norm; the postings' totals (``terms``, ``nnz`` with every list cut to ``keep``). A range of more than ``cap``
+    entries is read in pieces twice (df, then norms) rather than held whole."""
+    sq = np.zeros(n, dtype=np.float64)
+    width = n_features // ranges
+    terms = nnz = 0
+    for r in range(ranges):
+        lo, path = r * width, range_path(spill_dir, r)
+        whole = os.path.getsize(path) // SPILL.itemsize <= cap
+        df, held = np.zeros(width, dtype=np.int64), None
+        for rec in range_entries(path, lo, width, sublinear, cap):
+            df += np.bincount(rec["bucket"] - lo, minlength=width)
+            held = rec if whole else None
+        df = _kept_df(df, min_df)
+        for rec in [held] if whole else range_entries(path, lo, width, sublinear, cap):
+            _add_squares(sq, rec, df, lo, n)
+        del held
+        buckets = np.flatnonzero(df)
+        kept = np.empty(len(buckets), dtype=KEPT)
+        kept["bucket"], kept["df"] = buckets + lo, df[buckets]
+        np.save(range_path(spill_dir, r, "kept"), kept)
+        terms, nnz = terms + len(kept), nnz + int(np.minimum(kept["df"], keep).sum(dtype=np.int64))
+    norms = np.sqrt(sq).astype(np.float32)
+    del sq
+    norms[norms == 0] = 1.0
+    return norms, {"terms": terms, "nnz": nnz}
+
+
+class _PostingsWriter:
+    """The files of ``FILES`` for ``terms`` lists of ``nnz`` postings in all, each written whole to a temporary path
+    and moved into place as the build's ``ExitStack`` closes; lists are added in bucket order."""
+
+    def __init__(self, stack: contextlib.ExitStack, out_dir: Path, terms: int, nnz: int, bits: int, n: int):
+        specs = {"buckets.npy": np.uint32, "idf.npy": np.float32, "indptr.npy": np.int64, "indices.npy": np.uint32}
+        specs.update({"weights.npy": np.uint8, "wlo.npy": np.float32, "wstep.npy": np.float32})
+        sizes = dict.fromkeys(("buckets.npy", "idf.npy", "wlo.npy", "wstep.npy"), terms)
+        sizes.update({"indptr.npy": terms + 1, "indices.npy": packed_words(nnz, bits), "weights.npy": nnz})
+        self.files, self.sizes, self.n, self.nnz, self.written = {}, sizes, n, nnz, 0
+        for name, dtype in specs.items():
+            self.files[name] = stack.enter_context(open(stack.enter_context(atomic_path(out_dir / name)), "wb"))
+            _npy_header(self.files[name], dtype, sizes[name])
+        self.files["indptr.npy"].write(np.zeros(1, dtype=np.int64).tobytes())
+        self.ids = BitWriter(self.files["indices.npy"], bits)
+
+    def add(self, kept: np.ndarray, docs: np.ndarray, w: np.ndarray, lengths: np.ndarray) -> None:
+        """The lists of the ``kept`` buckets: ``docs`` and their weights ``w``, each list's ascending, end to end."""
+        levels, wlo, wstep = quantize(w, lengths)
+        self.ids.add(docs)
+        self.files["weights.npy"].write(levels.tobytes())
+        self.files["buckets.npy"].write(kept["bucket"].astype(np.uint32).tobytes())
+        self.files["idf.npy"].write(smooth_idf(kept["df"], self.n).tobytes())
+        self.files["wlo.npy"].write(wlo.tobytes())
+        self.files["wstep.npy"].write(wstep.tobytes())
+        self.files["indptr.npy"].write((self.written + np.cumsum(lengths, dtype=np.int64)).tobytes())
+        self.written += len(docs)
+
+    def close(self, out_dir: Path) -> None:
+        self.ids.close()
+        if self.written != self.nnz or self.ids.words != self.sizes["indices.npy"]:
+            raise BuildError(f"{out_dir}: wrote {self.written} postings of {self.nnz}")
+
+
+def _lists(rec: np.ndarray, kept: np.ndarray, lo: int, width: int, n: int, norms: np.ndarray, keep: int):
+    """(passages, weights, lengths) of the ``kept`` buckets' lists from ``rec``, the entries of their range that
+    start at bucket ``lo``: final weights (tf * idf / norm), each list ascending by weight, cut to its ``keep``
+    highest."""
+    df = np.zeros(width, dtype=np.int32)
+    df[kept["bucket"] - lo] = kept["df"]
+    rec = rec[df[rec["bucket"] - lo] > 0]
+    w = rec["tf"] * smooth_idf(df[rec["bucket"] - lo], n) / norms[rec["doc"]]
+    # By bucket, then weight (positive floats sort as their bits); a stable sort keeps the spill's passage order
+    # among equal weights.
+    key = (rec["bucket"].astype(np.uint64) << np.uint64(32)) | w.astype(np.float32).view(np.uint32)
+    order = np.argsort(key, kind="stable")
+    del key
+    tail, lengths = _kept_tail(kept["df"], keep)
+    order = order[tail]
+    return rec["doc"][order], w[order].astype(np.float32), lengths
+
+
+def _streamed_list(pieces: Iterable[np.ndarray], kept: np.ndarray, n: int, norms: np.ndarray, keep: int):
+    """:func:`_lists` of one bucket too common to hold (``kept`` of one row), its range read in ``pieces``: the
+    ``keep`` highest (weight, passage) keys kept as they pass, which is the tail a stable sort by weight keeps."""
+    bucket, idf = int(kept["bucket"][0]), smooth_idf(kept["df"], n)[0]
+    best = np.zeros(0, dtype=np.uint64)
+    for rec in pieces:
+        rec = rec[rec["bucket"] == bucket]
+        w = rec["tf"] * idf / norms[rec["doc"]]
+        keys = (w.astype(np.float32).view(np.uint32).astype(np.uint64) << np.uint64(32)) | rec["doc"].astype(np.uint64)
+        best = np.concatenate([best, keys])
+        if len(best) > keep:
+            best = np.partition(best, len(best) - keep)[len(best) - keep :]
+    best.sort()
+    w = (best >> np.uint64(32)).astype(np.uint32).view(np.float32)
+    return (best & np.uint64(0xFFFFFFFF)).astype(np.int64), w, np.array([len(best)], dtype=np.int64)
+
+
+def spans(df: np.ndarray, cap: int) -> list[tuple[int, int]]:
+    """Runs ``[a, b)`` of consecutive buckets with ``df`` entries each, at most ``cap`` entries a run (a bucket of more
+    is a run of its own)."""
+    ends = np.cumsum(df, dtype=np.int64)
+    out, a = [], 0
+    while a < len(df):
+        b = max(a + 1, int(np.searchsorted(ends, (int(ends[a - 1]) if a else 0) + cap, side="right")))
+        out.append((a, b))
+        a = b
+    return out
+
+
+def _range_lists(path: Path, kept: np.ndarray, lo: int, width: int, *, sublinear: bool, cap: int, n, norms, keep):
+    """Each run of the range's lists (:func:`spans`): its entries gathered from the range's file, read in pieces."""
+    for a, b in spans(kept["df"], cap):
+        run = kept[a:b]
+        pieces = range_entries(path, lo, width, sublinear, cap)
+        if b - a == 1 and int(run["df"][0]) > cap:
+            yield run, _streamed_list(pieces, run, n, norms, keep)
+            continue
+        inside = np.zeros(width, dtype=bool)
+        inside[run["bucket"] - lo] = True
+        rec = np.concatenate([p[inside[p["bucket"] - lo]] for p in pieces])
+        yield run, _lists(rec, run, lo, width, n, norms, keep)
+
+
 def write_postings(
     spill_dir: Path,
     out_dir: Path,
-    kept: list,
+    totals: dict,
     norms: np.ndarray,
     n: int,
     n_features: int,
+    ranges: int,
     *,
     sublinear: bool,
     keep: int,
+    cap: int,
 ) -> dict:
-    """Pass 3: the term-major, impact-ordered postings files (each written whole, then moved into place)."""
-    specs = {"buckets.npy": np.uint32, "idf.npy": np.float32, "indptr.npy": np.int64, "indices.npy": np.uint32}
-    specs.update({"weights.npy": np.uint8, "wlo.npy": np.float32, "wstep.npy": np.float32})
-    terms = sum(len(b) for b, _ in kept)
-    nnz = int(sum(int(np.minimum(d, keep).sum(dtype=np.int64)) for _, d in kept))
-    sizes = dict.fromkeys(("buckets.npy", "idf.npy", "wlo.npy", "wstep.npy"), terms)
-    bits = id_bits(n)
-    sizes.update({"indptr.npy": terms + 1, "indices.npy": packed_words(nnz, bits), "weights.npy": nnz})
+    """Pass 3: the term-major, impact-ordered postings files; each range's spill file is deleted once read, and a
+    range of more than ``cap`` entries is written a run of its lists at a time."""
+    bits, width = id_bits(n), n_features // ranges
     with contextlib.ExitStack() as stack:
-        files = {}
-        for name, dtype in specs.items():
-            files[name] = stack.enter_context(open(stack.enter_context(atomic_path(out_dir / name)), "wb"))
-            _npy_header(files[name], dtype, sizes[name])
-        files["indptr.npy"].write(np.zeros(1, dtype=np.int64).tobytes())
-        written = 0
-        ids = BitWriter(files["indices.npy"], bits)
-        ranges = _ranges(spill_dir, len(kept), n_features, sublinear, consume=True)
-        for (lo, width, rec), (buckets, df_kept) in zip(ranges, kept):
-            df = np.zeros(width, dtype=np.int32)
-            df[buckets - lo] = df_kept
-            rec = rec[df[rec["bucket"] - lo] > 0]
-            w = rec["tf"] * smooth_idf(df[rec["bucket"] - lo], n) / norms[rec["doc"]]
-            # By bucket, then weight (positive floats sort as their bits); a stable sort keeps the spill's
-            # passage order among equal weights.
-            key = (rec["bucket"].astype(np.uint64) << np.uint64(32)) | w.astype(np.float32).view(np.uint32)
-            order = np.argsort(key, kind="stable")
-            tail, lengths = _kept_tail(df_kept, keep)
-            order = order[tail]
-            levels, wlo, wstep = quantize(w[order].astype(np.float32), lengths)
-            ids.add(rec["doc"][order])
-            files["weights.npy"].write(levels.tobytes())
-            for name, array in (("buckets.npy", buckets), ("idf.npy", smooth_idf(df_kept, n))):
-                files[name].write(array.tobytes())
-            files["wlo.npy"].write(wlo.tobytes())
-            files["wstep.npy"].write(wstep.tobytes())
-            files["indptr.npy"].write((written + np.cumsum(lengths, dtype=np.int64)).tobytes())
-            written += len(order)
-        ids.close()
-        if written != nnz or ids.words != sizes["indices.npy"]:
-            raise BuildError(f"{out_dir}: wrote {written} postings of {nnz}")
-    return {"terms": terms, "nnz": nnz, "id_bits": bits}
+        out = _PostingsWriter(stack, out_dir, totals["terms"], totals["nnz"], bits, n)
+        for r in range(ranges):
+            lo, path, kept_path = r * width, range_path(spill_dir, r), range_path(spill_dir, r, "kept")
+            kept = np.load(kept_path)
+            if os.path.getsize(path) // SPILL.itemsize <= cap:
+                (rec,) = range_entries(path, lo, width, sublinear, cap)
+                path.unlink()
+                out.add(kept, *_lists(rec, kept, lo, width, n, norms, keep))
+                del rec
+            else:
+                for run, lists in _range_lists(
+                    path, kept, lo, width, sublinear=sublinear, cap=cap, n=n, norms=norms, keep=keep
+                ):
+                    out.add(run, *lists)
+                path.unlink()
+            kept_path.unlink()
+        out.close(out_dir)
+    return {"terms": totals["terms"], "nnz": totals["nnz"], "id_bits": bits}
 
 
 def check_disk(out_dir: Path, n: int) -> None:
@@ -401,6 +526,15 @@ def check_disk(out_dir: Path, n: int) -> None:
         )
 
 
+def piece_entries(n: int, memory: int | None) -> int:
+    """Entries of a range held at once (a range of more is read in pieces): ``SPILL_ENTRIES``, or fewer where
+    ``memory`` (the bytes the postings' passes may hold) less the passages' norms leaves less room."""
+    if memory is None:
+        return SPILL_ENTRIES
+    room = int(memory) - n * NORM_BYTES
+    return int(min(SPILL_ENTRIES, max(MIN_PIECE_ENTRIES, room // ENTRY_PEAK_BYTES)))
+
+
 def build_postings(
     batches: Iterable[list[str]],
     out_dir: Path,
@@ -411,25 +545,33 @@ def build_postings(
     workers: int,
     keep: int | None = None,
     spill_entries: int | None = None,
+    memory: int | None = None,
+    piece: int | None = None,
 ) -> dict:
     """The whole build of the postings files from ``batches`` of passage texts (``n`` passages in all), each
-    list cut to its ``keep`` highest weights (default: the query side's posting budget)."""
+    list cut to its ``keep`` highest weights (default: the query side's posting budget). ``memory``: the bytes
+    the passes over the spill may hold (:func:`piece_entries`); ``spill_entries`` (entries a range is sized for)
+    and ``piece`` (entries held at once) override what it gives."""
     import tempfile
 
     check_disk(out_dir, n)
     n_features = int(params["n_features"])
     if n_features < 2 or n_features & (n_features - 1) or n_features > MAX_FEATURES:
         raise BuildError(f"n_features must be a power of two up to 2**30, got {n_features}")
+    cap = piece_entries(n, memory)
+    ranges = range_count(n, n_features, cap if spill_entries is None else spill_entries)
+    cap = cap if piece is None else int(piece)
+    keep = KEEP if keep is None else keep
     with tempfile.TemporaryDirectory(prefix=".spill-", dir=out_dir) as tmp:
         spill_dir = Path(tmp)
         sublinear = bool(params.get("sublinear_tf", True))
-        ranges = range_count(n, n_features, SPILL_ENTRIES if spill_entries is None else spill_entries)
         got = spill(hashed(batches, params, workers), spill_dir, ranges, n_features)
         if got != n:
             raise BuildError(f"{out_dir}: read {got} passages where the store counted {n}")
         spilled = sum(os.path.getsize(p) for p in spill_dir.glob("range-*.bin")) // SPILL.itemsize
-        kept, norms = df_and_norms(spill_dir, n, min_df, ranges, n_features, sublinear)
-        keep = KEEP if keep is None else keep
-        counts = write_postings(spill_dir, out_dir, kept, norms, n, n_features, sublinear=sublinear, keep=keep)
+        norms, totals = df_and_norms(spill_dir, n, min_df, ranges, n_features, sublinear, cap=cap, keep=keep)
+        counts = write_postings(
+            spill_dir, out_dir, totals, norms, n, n_features, ranges, sublinear=sublinear, keep=keep, cap=cap
+        )
     counts["spilled_entries"] = int(spilled)
     return counts

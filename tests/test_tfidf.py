@@ -191,6 +191,32 @@ def test_bounded_build_with_small_batches_and_many_ranges_is_identical(built, tm
         assert (tmp_path / "small" / name).read_bytes() == (built[0] / "tfidf" / name).read_bytes(), name
 
 
+@pytest.mark.parametrize("keep", [tfidf_postings.KEEP, 40])
+def test_a_range_too_big_to_hold_is_read_in_pieces_and_gives_the_same_files(built, tmp_path, monkeypatch, keep):
+    """One range of all the buckets, held at most 150 entries at a time: its lists are written in runs, and the
+    lists of more than 150 postings (common words') keep their highest weights as they pass. Byte-identical to the
+    build that holds each range whole."""
+    from backends import tfidf, tfidf_postings
+
+    runs: list[int] = []
+    real_spans = tfidf_postings.spans
+    monkeypatch.setattr(tfidf_postings, "spans", lambda df, cap: runs.append(cap) or real_spans(df, cap))
+    monkeypatch.setattr(tfidf, "POSTING_BUDGET", keep)
+    whole = tfidf.build(built[0] / "wiki.duckdb", tmp_path / "whole", n_features=N_FEATURES)
+    assert runs == []
+    real = tfidf_postings.build_postings
+    monkeypatch.setattr(
+        tfidf_postings, "build_postings", lambda *a, **kw: real(*a, **kw, spill_entries=10**9, piece=150)
+    )
+    pieces = tfidf.build(built[0] / "wiki.duckdb", tmp_path / "pieces", n_features=N_FEATURES)
+    assert runs == [150] and whole["params"]["nnz"] == pieces["params"]["nnz"]
+    df = np.diff(np.asarray(tfidf.load(built[0] / "tfidf").indptr))  # the lists uncut
+    assert df.sum() > 20 * 150 and df.max() > 150  # many runs, and a list streamed past the cap
+    for name in tfidf_postings.FILES:
+        assert (tmp_path / "pieces" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+    assert not list((tmp_path / "pieces").glob(".spill-*"))
+
+
 def test_min_df_drops_buckets_seen_once(built, tmp_path):
     from backends import tfidf
 
@@ -209,9 +235,10 @@ def test_the_last_pass_deletes_each_spill_file_once_read(built, tmp_path, monkey
     left: list[int] = []
     real_fromfile = np.fromfile
 
-    def spy(path, dtype):
-        left.append(len(list(Path(path).parent.glob("range-*.bin"))))
-        return real_fromfile(path, dtype=dtype)
+    def spy(path, dtype, **kw):
+        if isinstance(path, Path) and path.suffix == ".bin":  # a spill file read whole (np.load reads a kept file)
+            left.append(len(list(path.parent.glob("range-*.bin"))))
+        return real_fromfile(path, dtype=dtype, **kw)
 
     monkeypatch.setattr(tfidf_postings.np, "fromfile", spy)
     tfidf.build(built[0] / "wiki.duckdb", tmp_path / "t", n_features=N_FEATURES)
@@ -451,7 +478,9 @@ def test_spill_entries_keep_their_passage_across_long_gaps(tmp_path):
     assert tp.spill(iter(batches), tmp_path, 4, 64) == n
     raw = np.concatenate([np.fromfile(p, dtype=tp.SPILL) for p in sorted(tmp_path.glob("range-*.bin"))])
     assert tp.SPILL.itemsize == 6 and (raw["key"] == 0).sum() >= 2  # the long gaps needed fillers
-    got = []
-    for _, _, rec in tp._ranges(tmp_path, 4, 64, sublinear=False):
-        got += list(zip(rec["bucket"].tolist(), rec["doc"].tolist(), rec["tf"].tolist(), strict=True))
-    assert sorted(got) == sorted(expected)
+    for piece in (10**9, 7):  # a range read whole, and in pieces of 7 records: the gaps carry across pieces
+        got = []
+        for r in range(4):
+            for rec in tp.range_entries(tp.range_path(tmp_path, r), r * 16, 16, False, piece):
+                got += list(zip(rec["bucket"].tolist(), rec["doc"].tolist(), rec["tf"].tolist(), strict=True))
+        assert sorted(got) == sorted(expected)
