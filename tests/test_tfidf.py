@@ -484,3 +484,25 @@ def test_spill_entries_keep_their_passage_across_long_gaps(tmp_path):
             for rec in tp.range_entries(tp.range_path(tmp_path, r), r * 16, 16, False, piece):
                 got += list(zip(rec["bucket"].tolist(), rec["doc"].tolist(), rec["tf"].tolist(), strict=True))
         assert sorted(got) == sorted(expected)
+
+
+def test_the_entries_held_at_once_shrink_with_the_budget_and_the_corpus(built, tmp_path, monkeypatch):
+    """The passes over the spill hold what the budget's share leaves beside a norm per passage, between a floor and
+    SPILL_ENTRIES; the build passes its budget's share down."""
+    from backends import tfidf
+    from backends import tfidf_postings as tp
+
+    assert tp.piece_entries(10**6, None) == tp.SPILL_ENTRIES
+    assert tp.piece_entries(40 * 10**6, int(0.4 * 4 * 2**30)) == tp.SPILL_ENTRIES  # the default budget at enwiki size
+    small = [tp.piece_entries(n, 400 << 20) for n in (10**6, 10**7, 3 * 10**7)]
+    assert tp.SPILL_ENTRIES > small[0] > small[1] > small[2] >= tp.MIN_PIECE_ENTRIES
+    assert tp.piece_entries(10**9, 400 << 20) == tp.MIN_PIECE_ENTRIES
+    seen = []
+    real = tp.build_postings
+    monkeypatch.setattr(tp, "build_postings", lambda *a, **kw: seen.append(kw["memory"]) or real(*a, **kw))
+    import backends
+
+    backends.build(
+        "tfidf", built[0] / "wiki.duckdb", tmp_path / "t", options={"n_features": N_FEATURES}, memory=1 << 30
+    )
+    assert seen == [int((1 << 30) * tfidf.POSTINGS_SHARE)]
