@@ -489,6 +489,7 @@ def test_spill_entries_keep_their_passage_across_long_gaps(tmp_path):
 def test_the_entries_held_at_once_shrink_with_the_budget_and_the_corpus(built, tmp_path, monkeypatch):
     """The passes over the spill hold what the budget's share leaves beside a norm per passage, between a floor and
     SPILL_ENTRIES; the build passes its budget's share down."""
+    import backends
     from backends import tfidf
     from backends import tfidf_postings as tp
 
@@ -500,7 +501,6 @@ def test_the_entries_held_at_once_shrink_with_the_budget_and_the_corpus(built, t
     seen = []
     real = tp.build_postings
     monkeypatch.setattr(tp, "build_postings", lambda *a, **kw: seen.append(kw["memory"]) or real(*a, **kw))
-    import backends
 
     backends.build(
         "tfidf", built[0] / "wiki.duckdb", tmp_path / "t", options={"n_features": N_FEATURES}, memory=1 << 30
