@@ -155,6 +155,7 @@ def _index_passages(
             added += int(indexer.object.addRawDocuments(batch))
     finally:
         indexer.close()
+    _log_heap()
     if added != total:
         # Anserini logs and skips documents it cannot index rather than failing the call.
         raise BuildError(f"{db_path}: Lucene indexed {added} of {total} passages")
@@ -179,6 +180,18 @@ def _fit_buffer(indexer: Any) -> None:
     buffer_mb = max(16.0, min(2048.0, heap_mb * BUFFER_SHARE))
     writer.getConfig().setRAMBufferSizeMB(buffer_mb)
     log.debug("bm25: Lucene buffers %.0f MB of a %.0f MB heap", buffer_mb, heap_mb)
+
+
+def _log_heap() -> None:
+    """The JVM heap's peak against its cap: the BM25 stage's memory grows with the corpus until the heap reaches
+    its cap (Lucene's merges of larger segments), and no further."""
+    from jnius import autoclass
+
+    pools = autoclass("java.lang.management.ManagementFactory").getMemoryPoolMXBeans().toArray()
+    heap = [p for p in pools if p.getType().name() == "HEAP"]
+    peak = sum(p.getPeakUsage().getCommitted() for p in heap) / (1 << 20)
+    cap = autoclass("java.lang.Runtime").getRuntime().maxMemory() / (1 << 20)
+    log.info("bm25: the JVM heap peaked at %.0f MB committed, of its %.0f MB cap", peak, cap)
 
 
 def _write_passage_table(db_path: Path, out_dir: Path) -> None:
