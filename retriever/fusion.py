@@ -7,8 +7,10 @@ other passages stay attached as further evidence.
 Rank 1 (RRF): a channel's vote counts more where the channel is sure (``Promotion``). A text channel
 whose first page leads its second by a wide score margin adds that margin to its rank-1 vote, and the
 title channel's first page, when it names an entity of the claim exactly and early, is put first. Both
-only reorder the fused top few pages; that title page, when it falls below them, is made the last of them.
-Everything else stays plain RRF (benchmarks/bench_fusion.py measures it on held-apart folds of the dev claims).
+only reorder the fused top few pages; that title page, when it falls below them, is made the last of them. Then a
+learned rank 1 (``retriever.rank1``, a linear model fitted on the dev claims) orders the top 5 by what every channel
+says of each page. Everything else stays plain RRF (benchmarks/bench_fusion.py measures it on held-apart folds of
+the dev claims).
 """
 
 from __future__ import annotations
