@@ -96,13 +96,14 @@ def shipped() -> Rank1:
     return load(MODEL_FILE)
 
 
-def _channel_view(hits: Sequence[Hit], wanted: set[int]) -> tuple[dict[int, float], float, float]:
-    """Pages' best scores in one channel (every wanted page it names, at least), its first and second pages'."""
+def _channel_view(hits: Sequence[Hit], depth: int) -> tuple[dict[int, float], float, float]:
+    """The best score of each of a channel's first ``depth`` pages (at least 2), and its first and second pages'."""
     scores: dict[int, float] = {}
+    depth = max(depth, 2)
     for h in hits:
         if h.page_id not in scores:
             scores[h.page_id] = h.score
-            if len(scores) >= 2 and wanted <= scores.keys():
+            if len(scores) >= depth:
                 break
     firsts = [*list(scores.values())[:2], 0.0, 0.0]
     return scores, firsts[0], firsts[1]
@@ -125,11 +126,11 @@ def features(
     results: Mapping[str, Sequence[Hit]], top: Sequence[Any], weights: Mapping[str, float], rrf_k: int
 ) -> list[list[float]]:
     """One row of ``FEATURES`` per page of ``top`` (``retriever.fusion.FusedPage``s, in fused order)."""
-    wanted = {p.page_id for p in top}
-    views = {c: _channel_view(results[c], wanted) for c in CHANNELS if results.get(c)}
+    depth = {c: max((p.ranks.get(c, 0) for p in top), default=0) for c in CHANNELS}  # the deepest candidate's rank
+    views = {c: _channel_view(results[c], depth[c]) for c in CHANNELS if results.get(c)}
     plain = [sum(weights.get(c, 1.0) / (rrf_k + r) for c, r in p.ranks.items()) for p in top]
     plain_first = max(range(len(top)), key=lambda i: (plain[i], -i)) if top else -1
-    n_named = {c: len({h.page_id for h in results.get(c, ())}) for c in ("title", "kg")}
+    n_named = {c: len({h.page_id for h in results.get(c, ())}) if depth[c] else 0 for c in ("title", "kg")}
     top_score = top[0].score if top and top[0].score > 0 else 1.0
     rows = []
     for i, p in enumerate(top):
