@@ -175,6 +175,12 @@ def test_each_search_names_its_fusion_and_a_block_fuses_as_one_claim_does(gensim
             ranked[fusion] = [[(e["title"], e["score"], e.get("page_score")) for e in x["evidence"]] for x in one]
         assert len({repr(v) for v in ranked.values()}) == len(FUSIONS)
         assert r.search(FUSION_CLAIMS[0], 5).to_dict()["fusion"] == r.fusion == "rrf"
+        # A multi-hop search's hop queries fuse without the learned rank 1 (retriever.multihop.pipeline).
+        results, _ = r.search_hits(FUSION_CLAIMS[0], k=20)
+        unlearned = fuse(results, weights=r.weights, rrf_k=r.rrf_k, rank1=None)
+        assert [p.page_id for p in r.fuse(results, learned=False)] == [p.page_id for p in unlearned]
+        learned = fuse(results, weights=r.weights, rrf_k=r.rrf_k)
+        assert [p.page_id for p in r.fuse(results)] == [p.page_id for p in learned]
         hops = answer(r, FUSION_CLAIMS[0], SearchOptions(k=5, multihop=True, hops=1, fusion="score"))
         assert hops["fusion"] == "score" and hops["evidence"]
         with pytest.raises(QueryError, match="unknown fusion"):
