@@ -68,10 +68,13 @@ def _hits(index: Path, claims: list[str]) -> tuple[list[dict[str, list]], dict[i
     return found, titles, weights
 
 
-def _ranking(results: dict[str, list], chans: tuple[str, ...], titles: dict[int, str], weights, promotion) -> list:
+def _ranking(
+    results: dict[str, list], chans: tuple[str, ...], titles: dict[int, str], weights, promotion, rank1=None
+) -> list:
+    """The subset's fused page titles; with ``rank1`` (a model, or "shipped"), the learned rank 1 reorders its top 5."""
     from retriever.fusion import fuse
 
-    pages = fuse({c: h for c, h in results.items() if c in chans}, weights=weights, promotion=promotion)
+    pages = fuse({c: h for c, h in results.items() if c in chans}, weights=weights, promotion=promotion, rank1=rank1)
     return [titles[p.page_id] for p in pages[:K] if p.page_id in titles]
 
 
@@ -93,7 +96,14 @@ def _subsets(found, titles, weights, golds) -> tuple[dict[str, dict[str, float]]
             ranked = [_ranking(f, chans, titles, weights, PROMOTION) for f in found]
             m = _metrics(ranked, golds)
             plain = _metrics([_ranking(f, chans, titles, weights, PLAIN) for f in found], golds)
-            out[",".join(chans)] = {**m, "R@1 plain": plain["R@1"], "R@5 plain": plain["R@5"]}
+            learned = _metrics([_ranking(f, chans, titles, weights, PROMOTION, "shipped") for f in found], golds)
+            out[",".join(chans)] = {
+                **m,
+                "R@1 plain": plain["R@1"],
+                "R@5 plain": plain["R@5"],
+                "R@1 learned": learned["R@1"],
+                "MRR learned": learned["MRR"],
+            }
             firsts[",".join(chans)] = [bool(r) and title_key(r[0]) in g for r, g in zip(ranked, gold_keys)]
     return out, firsts
 
@@ -170,16 +180,18 @@ def _label(p: Any) -> str:
 
 
 def _fuse_us(found: list[dict[str, list]], weights) -> dict[str, float]:
-    """Mean microseconds fuse() takes per claim of all five channels, plain RRF and the default, the two taking
-    turns claim by claim (so that the host's load weighs on both alike)."""
+    """Mean microseconds fuse() takes per claim of all five channels: plain RRF, the promotion alone (the default
+    before the learned rank 1) and the default, taking turns claim by claim (so that the host's load weighs on all
+    alike)."""
     from retriever.fusion import PLAIN, PROMOTION, fuse
 
-    spent = {"plain": 0.0, "default": 0.0}
+    kinds = (("plain", PLAIN, None), ("promotion", PROMOTION, None), ("default", PROMOTION, "shipped"))
+    spent = dict.fromkeys((k for k, _, _ in kinds), 0.0)
     for _ in range(3):
         for f in found:
-            for label, p in (("plain", PLAIN), ("default", PROMOTION)):
+            for label, p, rank1 in kinds:
                 t0 = time.perf_counter()
-                fuse(f, weights=weights, promotion=p)
+                fuse(f, weights=weights, promotion=p, rank1=rank1)
                 spent[label] += time.perf_counter() - t0
     return {label: s / (3 * len(found)) * 1e6 for label, s in spent.items()}
 
@@ -193,21 +205,24 @@ def _subset_rows(subsets: dict[str, dict[str, float]]) -> list[list[Any]]:
     for name in sorted(chosen + others, key=lambda s: (-subsets[s]["R@1"], s)):
         m = subsets[name]
         label = f"**{name}** (default)" if name == full else name
-        rows.append([label, *(m[k] for k in METRICS), m["R@1 plain"]])
+        rows.append([label, *(m[k] for k in METRICS), m["R@1 plain"], m["R@1 learned"], m["MRR learned"]])
     return rows
 
 
-def _why(name: str, subsets: dict[str, dict[str, float]], cv: dict[str, float]) -> str:
+def _why(name: str, subsets: dict[str, dict[str, float]], cv: dict[str, float], learned: dict[str, Any]) -> str:
+    """Why the default is all five channels with the learned rank 1: its R@1 held apart against the subsets'."""
     full = ",".join(ALL)
     best = max((s for s in subsets if s != full), key=lambda s: (subsets[s]["R@1"], subsets[s]["all@21"]))
-    best_plain = max(subsets, key=lambda s: subsets[s]["R@1 plain"])
+    best_learned = max((s for s in subsets if s != full), key=lambda s: subsets[s]["R@1 learned"])
     widest = max(subsets, key=lambda s: (subsets[s]["all@21"], s == full))
-    m = subsets[full]
+    m, held = subsets[full], learned["cv"]
     return (
-        f"{name}: the default, all five channels, has R@1 {m['R@1']:.3f} in-sample ({cv['R@1']:.3f} on held-apart "
-        f"folds), against {subsets[best]['R@1']:.3f} for the best other subset ({best}) under the same fusion and "
-        f"{subsets[best_plain]['R@1 plain']:.3f} for the best subset with plain RRF ({best_plain}). Its all@21 is "
-        f"{m['all@21']:.3f}; the highest of any subset is {subsets[widest]['all@21']:.3f} ({widest})."
+        f"{name}: the default, all five channels with the learned rank 1, has R@1 {held['R@1']:.3f} held apart "
+        f"({learned['shipped']['R@1']:.3f} in sample); with the promotion alone {m['R@1']:.3f} in sample "
+        f"({cv['R@1']:.3f} held apart). The best other subset with the promotion: {best} {subsets[best]['R@1']:.3f} "
+        f"in sample; with the learned rank 1 (in sample, the model fitted on five channels): {best_learned} "
+        f"{subsets[best_learned]['R@1 learned']:.3f}. Its all@21 is {m['all@21']:.3f}; the highest of any subset is "
+        f"{subsets[widest]['all@21']:.3f} ({widest})."
     )
 
 
@@ -225,7 +240,38 @@ def _both(sets: dict[str, dict[str, Any]]) -> str:
     return " ".join(out)
 
 
-def main(shared: Path, out: Path, *, limit: int | None = None) -> str:
+def _learned(sets: dict[str, dict[str, Any]], out: Path, write_model: bool) -> dict[str, Any]:
+    """The learned rank 1: held apart (C chosen and the model fitted on the other folds) and the shipped model's
+    figures; the model fitted on every claim written to the output folder (and to the package with
+    ``write_model``)."""
+    import retriever.rank1 as rank1
+    from benchmarks import rank1_fit
+    from retriever.fusion import PROMOTION
+
+    by_set = {
+        name: rank1_fit.examples(s["found"], s["titles"], s["weights"], s["golds"], ALL, K) for name, s in sets.items()
+    }
+    held, picked = rank1_fit.cross_validated(by_set, {n: s["fold"] for n, s in sets.items()}, FOLDS, SEED)
+    fitted_on = (
+        "every claim of "
+        + " and ".join(f"{n} ({len(s['found'])})" for n, s in sets.items())
+        + f" over indexes of all five channels; C chosen by {rank1_fit.INNER}-fold cross-validation (seed {SEED})"
+    )
+    model = rank1_fit.shipped(by_set, SEED, fitted_on)
+    text = json.dumps(model, indent=2) + "\n"
+    (out / "rank1.json").write_text(text)
+    if write_model:
+        rank1.MODEL_FILE.write_text(text)
+        rank1.shipped.cache_clear()
+    results: dict[str, Any] = {"C picked": picked, "model": model}
+    for name, s in sets.items():
+        titled = [[s["titles"][p] for p in pages if p in s["titles"]] for pages in held[name]]
+        shipped = [_ranking(f, ALL, s["titles"], s["weights"], PROMOTION, "shipped") for f in s["found"]]
+        results[name] = {"cv": _metrics(titled, s["golds"]), "shipped": _metrics(shipped, s["golds"])}
+    return results
+
+
+def main(shared: Path, out: Path, *, limit: int | None = None, write_model: bool = False) -> str:
     from retriever.fusion import PLAIN, PROMOTION
 
     out.mkdir(parents=True, exist_ok=True)
@@ -247,7 +293,7 @@ def main(shared: Path, out: Path, *, limit: int | None = None) -> str:
         found, titles, weights = _hits(out / folder, [r[key] for r in rows])
         golds = [r["gold_titles"] for r in rows]
         sets[name] = {"found": found, "titles": titles, "weights": weights, "golds": golds, "fold": _folds(len(rows))}
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"learned": _learned(sets, out, write_model)}
     for s in sets.values():
         s["subsets"], s["firsts"] = _subsets(s["found"], s["titles"], s["weights"], s["golds"])
     cv, picked = _cross_validated(sets)
@@ -272,9 +318,11 @@ def _report(sets: dict[str, dict[str, Any]], results: dict[str, Any]) -> str:
         "Every claim's five channels searched once (depth 84, as a k=21 search); each subset fused from those hits "
         "as `Retriever.search` fuses it. Default fusion: RRF whose top 5 is reordered by the channels' sure rank-1 "
         f"pages (`retriever.fusion.PROMOTION`: {_label(PROMOTION)}, within {PROMOTION.within}). Recall over page "
-        "titles; `R@1 plain`: the same subset with plain RRF.\n"
+        "titles. The first five figures: the subset under that fusion (the default before the learned rank 1); `R@1 plain`: "
+        "with plain RRF; `R@1 learned`, `MRR learned`: with the learned rank 1 reordering the top 5 too (in sample: the "
+        "shipped model was fitted on these claims; held-apart figures below).\n"
     ]
-    head = ["channels", *METRICS, "R@1 plain"]
+    head = ["channels", *METRICS, "R@1 plain", "R@1 learned", "MRR learned"]
     for name, s in sets.items():
         parts.append(f"### {name} ({len(s['found'])} claims)\n\n" + md_table(head, _subset_rows(s["subsets"])) + "\n")
     rows = []
@@ -283,7 +331,9 @@ def _report(sets: dict[str, dict[str, Any]], results: dict[str, Any]) -> str:
         for label, m in (
             ("plain RRF (before)", r["plain"]),
             ("promotion picked on the other folds", r["cv"]),
-            ("shipped PROMOTION (fitted on all)", r["shipped"]),
+            ("shipped PROMOTION (fitted on all): the default before", r["shipped"]),
+            ("**learned rank 1 fitted on the other folds (the default, held apart)**", results["learned"][name]["cv"]),
+            ("learned rank 1 shipped (fitted on all)", results["learned"][name]["shipped"]),
         ):
             rows.append([name, label, *(m[k] for k in METRICS)])
     counts = Counter(results["picked"])
@@ -295,15 +345,34 @@ def _report(sets: dict[str, dict[str, Any]], results: dict[str, Any]) -> str:
         + "\n\nPicked per fold: "
         + "; ".join(f"{k} ({n}x)" for k, n in counts.most_common())
         + ".\n\n"
-        + "\n\n".join(_why(name, sets[name]["subsets"], results[name]["cv"]) for name in sets)
+        + "\n\n".join(_why(name, sets[name]["subsets"], results[name]["cv"], results["learned"][name]) for name in sets)
         + "\n\n"
         + _both(sets)
         + "\n\n"
         + _subset_cv_text(results, list(sets))
-        + f"\n\nfuse() per claim of five channels: plain {results['fuse_us']['plain']:.0f} us, default "
-        f"{results['fuse_us']['default']:.0f} us (mean of 3 passes over the FEVER claims' hits, the two in turns).\n"
+        + "\n\n"
+        + _learned_text(results)
+        + f"\n\nfuse() per claim of five channels: plain {results['fuse_us']['plain']:.0f} us, promotion only "
+        f"{results['fuse_us']['promotion']:.0f} us, default (learned rank 1) {results['fuse_us']['default']:.0f} us "
+        "(mean of 3 passes over the FEVER claims' hits, the three in turns).\n"
     )
     return "\n".join(parts)
+
+
+def _learned_text(results: dict[str, Any]) -> str:
+    """The default's learned rank 1 against the best subsets, held apart."""
+    learned, sub = results["learned"], results["subset_cv"]
+    figures = "; ".join(
+        f"{name} R@1 {learned[name]['cv']['R@1']:.3f} (best subset chosen per set on the other folds "
+        f"{sub['per set'][name]:.3f}; in sample, the best subset {max(m['R@1'] for m in results[name]['subsets'].values()):.3f})"
+        for name in sub["per set"]
+    )
+    return (
+        "The default: RRF with the promotion, then the fused top 5 reordered by the learned rank 1 "
+        "(`retriever/rank1.json`, a pairwise logistic regression over `retriever.rank1.FEATURES`). Held apart (C "
+        f"chosen by an inner cross-validation on the other folds, picked {', '.join(f'{c:g}' for c in learned['C picked'])}): "
+        f"{figures}. Shipped: C {learned['model']['C']:g}, fitted on {learned['model']['fitted_on']}."
+    )
 
 
 def _subset_cv_text(results: dict[str, Any], names: list[str]) -> str:
@@ -330,6 +399,11 @@ if __name__ == "__main__":
     ap.add_argument("--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out" / "fusion")
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument(
+        "--write-model",
+        action="store_true",
+        help="write the rank-1 model fitted on all dev claims to retriever/rank1.json",
+    )
     a = ap.parse_args()
     logging.basicConfig(level=logging.INFO)
-    print(main(a.shared, a.out, limit=a.limit))
+    print(main(a.shared, a.out, limit=a.limit, write_model=a.write_model))

@@ -376,10 +376,14 @@ class Retriever:
         results, _ = self.search_hits(query, k=depth, channels=channels)
         return self.fuse(results, fusion)[:k]
 
-    def fuse(self, results: Mapping[str, Sequence[Hit]], fusion: str | None = None) -> list[FusedPage]:
-        """Per-channel hits fused into pages by ``fusion`` (None: the retriever's), with its weights."""
+    def fuse(
+        self, results: Mapping[str, Sequence[Hit]], fusion: str | None = None, *, learned: bool = True
+    ) -> list[FusedPage]:
+        """Per-channel hits fused into pages by ``fusion`` (None: the retriever's), with its weights; ``learned``:
+        with RRF, the learned rank 1 orders the top 5 (``retriever.rank1``: fitted on claims, not on other queries)."""
         method = self.fusion if fusion is None else check_fusion(fusion)
-        return fuse(results, weights=self.weights, method=method, rrf_k=self.rrf_k)
+        rank1 = "shipped" if learned else None
+        return fuse(results, weights=self.weights, method=method, rrf_k=self.rrf_k, rank1=rank1)
 
     def search(
         self,

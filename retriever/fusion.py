@@ -7,8 +7,10 @@ other passages stay attached as further evidence.
 Rank 1 (RRF): a channel's vote counts more where the channel is sure (``Promotion``). A text channel
 whose first page leads its second by a wide score margin adds that margin to its rank-1 vote, and the
 title channel's first page, when it names an entity of the claim exactly and early, is put first. Both
-only reorder the fused top few pages; that title page, when it falls below them, is made the last of them.
-Everything else stays plain RRF (benchmarks/bench_fusion.py measures it on held-apart folds of the dev claims).
+only reorder the fused top few pages; that title page, when it falls below them, is made the last of them. Then a
+learned rank 1 (``retriever.rank1``, a linear model fitted on the dev claims) orders the top 5 by what every channel
+says of each page. Everything else stays plain RRF (benchmarks/bench_fusion.py measures it on held-apart folds of
+the dev claims).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+from retriever import rank1 as rank1_model
 from wikiground.errors import ConfigError, QueryError
 from wikiground.layout import CHANNELS
 from wikiground.records import Hit
@@ -122,11 +125,11 @@ def fuse(
     method: str = "rrf",
     rrf_k: int = RRF_K,
     promotion: Promotion = PROMOTION,
+    rank1: rank1_model.Rank1 | Literal["shipped"] | None = "shipped",
 ) -> list[FusedPage]:
-    """Fuse per-channel hit lists into pages, best first (deterministic tie-break by page id); with RRF, the
-    ``promotion`` reorders the top pages by the channels' confidence (``rrf-plain``: RRF without it).
-
-    Every claim's hits pass through here, a few hundred of them: hence one loop with the per-hit work inline."""
+    """Fuse per-channel hit lists into pages, best first (ties by page id). With RRF the ``promotion`` reorders the
+    top pages, then ``rank1`` the top 5 (``retriever.rank1``; "shipped": the package's model; None: none); ``rrf-plain``
+    has neither. Every claim's hits pass through here: hence one loop with the per-hit work inline."""
     if method not in FUSIONS:
         raise ValueError(f"unknown fusion method {method!r}; choose one of {', '.join(FUSIONS)}")
     if method == "rrf-plain":
@@ -172,9 +175,17 @@ def fuse(
 
     pages = _pages(passages, page_score, page_ranks)
     if method == "rrf" and promotion != PLAIN:
-        _promote(pages, _boosts(firsts, w, rrf_k, promotion), promotion.within)
-        _keep_in_top(pages, firsts.get("title"), promotion)
+        _rank_top(pages, results, firsts, w, rrf_k, promotion, rank1)
     return pages
+
+
+def _rank_top(pages, results, firsts, w, rrf_k: int, promotion: Promotion, rank1) -> None:
+    """RRF's top pages reordered by the promotion, the title channel's exact page kept among them, then the top 5
+    reordered by the learned rank 1 (in place)."""
+    _promote(pages, _boosts(firsts, w, rrf_k, promotion), promotion.within)
+    _keep_in_top(pages, firsts.get("title"), promotion)
+    if rank1 is not None:
+        rank1_model.reorder(pages, results, w, rrf_k, rank1_model.shipped() if rank1 == "shipped" else rank1)
 
 
 def _boosts(

@@ -7,6 +7,9 @@ import pytest
 from retriever.fusion import PLAIN, PROMOTION, Promotion, fuse
 from wikiground.records import Hit
 
+# The tests of the promotion pin ``rank1=None`` (the promotion alone); the learned rank 1 has tests of its own
+# (tests/test_rank1.py).
+
 MARGIN_GAIN, TITLE_PROTECT, PROMOTE_WITHIN = PROMOTION.margin_gain, PROMOTION.title_protect, PROMOTION.within
 
 
@@ -19,7 +22,7 @@ def test_rrf_combines_and_dedups_by_page():
         "bm25": hits("bm25", [(10, 1, 9.0), (11, 1, 8.0), (20, 2, 7.0)]),
         "dense": hits("dense", [(20, 2, 0.9), (10, 1, 0.8), (30, 3, 0.7)]),
     }
-    pages = fuse(res, weights={"bm25": 1.0, "dense": 1.0})
+    pages = fuse(res, weights={"bm25": 1.0, "dense": 1.0}, rank1=None)
     assert [p.page_id for p in pages] == [1, 2, 3]  # ties broken by page id, deterministic
     # Page 1's second passage does not push page 2 down in bm25: page-level ranks are 1, 2.
     assert pages[0].ranks == {"bm25": 1, "dense": 2} and pages[1].ranks == {"bm25": 2, "dense": 1}
@@ -33,8 +36,8 @@ def test_weights_change_the_winner():
         "bm25": hits("bm25", [(10, 1, 9.0), (20, 2, 7.0)]),
         "dense": hits("dense", [(20, 2, 0.9), (10, 1, 0.8)]),
     }
-    assert fuse(res, weights={"bm25": 1.0, "dense": 2.0})[0].page_id == 2
-    assert fuse(res, weights={"bm25": 2.0, "dense": 1.0})[0].page_id == 1
+    assert fuse(res, weights={"bm25": 1.0, "dense": 2.0}, rank1=None)[0].page_id == 2
+    assert fuse(res, weights={"bm25": 2.0, "dense": 1.0}, rank1=None)[0].page_id == 1
 
 
 def test_score_fusion_normalises_per_channel():
@@ -54,14 +57,14 @@ def test_title_match_carried_to_representative_passage():
         "bm25": hits("bm25", [(10, 1, 9.0)]),
         "dense": hits("dense", [(10, 1, 0.9)]),
     }
-    page = fuse(res)[0]
+    page = fuse(res, rank1=None)[0]
     assert page.best.passage_id == 10 and page.best.matched == "Aristotle"
 
 
 def test_empty_and_passage_level():
     assert fuse({}) == [] and fuse({"bm25": []}) == []
     res = {"bm25": hits("bm25", [(10, 1, 9.0), (11, 1, 8.0), (20, 2, 7.0)])}
-    assert [p.passage_id for p in fuse(res)[0].passages] == [10, 11]
+    assert [p.passage_id for p in fuse(res, rank1=None)[0].passages] == [10, 11]
 
 
 def test_a_sure_channel_puts_its_first_page_first():
@@ -71,13 +74,13 @@ def test_a_sure_channel_puts_its_first_page_first():
         "dense": hits("dense", [(30, 3, 0.80), (10, 1, 0.79), (20, 2, 0.78)]),
         "tfidf": hits("tfidf", [(30, 3, 0.50), (10, 1, 0.49)]),
     }
-    assert fuse(res, promotion=PLAIN)[0].page_id == 1
-    pages = fuse(res)
+    assert fuse(res, promotion=PLAIN, rank1=None)[0].page_id == 1
+    pages = fuse(res, rank1=None)
     assert pages[0].page_id == 2
     assert [p.score for p in pages] == sorted((p.score for p in pages), reverse=True)
     # Without its lead (a close second), bm25's rank 1 no longer outweighs the others.
     res["bm25"] = hits("bm25", [(20, 2, 30.0), (10, 1, 29.9)])
-    assert fuse(res)[0].page_id != 2
+    assert fuse(res, rank1=None)[0].page_id != 2
 
 
 def test_title_channel_exact_entity_is_protected_at_the_top():
@@ -86,11 +89,11 @@ def test_title_channel_exact_entity_is_protected_at_the_top():
         "bm25": hits("bm25", [(10, 1, 9.0), (20, 2, 8.9), (50, 5, 8.8)]),
         "dense": hits("dense", [(10, 1, 0.9), (20, 2, 0.89)]),
     }
-    assert fuse(res, method="score")[0].page_id == 1 and fuse(res)[0].page_id == 5
+    assert fuse(res, method="score")[0].page_id == 1 and fuse(res, rank1=None)[0].page_id == 5
     res["title"] = [Hit(50, 5, TITLE_PROTECT - 0.5, 1, "title", matched="Aristotle")]  # a partial or late name
-    assert fuse(res)[0].page_id == 1
+    assert fuse(res, rank1=None)[0].page_id == 1
     res["title"] = [Hit(50, 5, TITLE_PROTECT + 0.1, 1, "title", matched="Aristotle")]
-    assert fuse(res, weights={"title": 0.0})[0].page_id == 1  # a channel weighed 0 promotes nothing
+    assert fuse(res, weights={"title": 0.0}, rank1=None)[0].page_id == 1  # a channel weighed 0 promotes nothing
 
 
 def test_promotion_reorders_the_top_pages_only():
@@ -101,9 +104,11 @@ def test_promotion_reorders_the_top_pages_only():
         "dense": hits("dense", others),
         "tfidf": hits("tfidf", others),
     }
-    plain = [p.page_id for p in fuse(res, promotion=PLAIN)]
-    assert plain.index(9) == PROMOTE_WITHIN and fuse(res)[PROMOTE_WITHIN].page_id == 9
-    assert fuse(res, promotion=Promotion(margin_gain=MARGIN_GAIN, within=PROMOTE_WITHIN + 1))[0].page_id == 9
+    plain = [p.page_id for p in fuse(res, promotion=PLAIN, rank1=None)]
+    assert plain.index(9) == PROMOTE_WITHIN and fuse(res, rank1=None)[PROMOTE_WITHIN].page_id == 9
+    assert (
+        fuse(res, promotion=Promotion(margin_gain=MARGIN_GAIN, within=PROMOTE_WITHIN + 1), rank1=None)[0].page_id == 9
+    )
 
 
 def test_a_protected_title_page_below_the_top_is_made_the_last_of_it():
@@ -111,15 +116,15 @@ def test_a_protected_title_page_below_the_top_is_made_the_last_of_it():
     agreed = [(10 * i, i, 1.0 - i / 100) for i in range(1, PROMOTE_WITHIN + 2)]
     res = {c: hits(c, agreed) for c in ("bm25", "dense", "tfidf")}
     res["title"] = [Hit(90, 9, TITLE_PROTECT + 0.1, 1, "title", matched="Aristotle")]
-    order = [p.page_id for p in fuse(res)]
+    order = [p.page_id for p in fuse(res, rank1=None)]
     assert order[:PROMOTE_WITHIN] == [1, 2, 3, 4, 9]  # rank 1 stays the text channels' choice
     assert order[PROMOTE_WITHIN:] == [5, 6]
-    scores = [p.score for p in fuse(res)]
+    scores = [p.score for p in fuse(res, rank1=None)]
     assert scores == sorted(scores, reverse=True)
     res["title"] = [Hit(90, 9, TITLE_PROTECT - 0.5, 1, "title", matched="Aristotle")]  # a partial or late name
-    assert [p.page_id for p in fuse(res)].index(9) == PROMOTE_WITHIN + 1
+    assert [p.page_id for p in fuse(res, rank1=None)].index(9) == PROMOTE_WITHIN + 1
     res["title"] = [Hit(90, 9, TITLE_PROTECT + 0.1, 1, "title", matched="Aristotle")]
-    assert [p.page_id for p in fuse(res, promotion=PLAIN)].index(9) == PROMOTE_WITHIN + 1
+    assert [p.page_id for p in fuse(res, promotion=PLAIN, rank1=None)].index(9) == PROMOTE_WITHIN + 1
 
 
 # -- the fusion a request names ----------------------------------------------------------------------------------
@@ -143,7 +148,7 @@ def test_rrf_plain_is_rrf_without_the_promotion_and_an_unknown_fusion_is_refused
     }
     plain = [(p.page_id, p.score) for p in fuse(res, promotion=PLAIN)]
     assert [(p.page_id, p.score) for p in fuse(res, method="rrf-plain")] == plain
-    assert [(p.page_id, p.score) for p in fuse(res)] != plain  # bm25's wide lead promotes page 1
+    assert [(p.page_id, p.score) for p in fuse(res, rank1=None)] != plain  # bm25's wide lead promotes page 1
     assert FUSIONS == ("rrf", "rrf-plain", "score") and check_fusion("score") == "score"
     with pytest.raises(QueryError, match="unknown fusion 'borda'; choose one of rrf, rrf-plain, score"):
         check_fusion("borda")
@@ -170,6 +175,12 @@ def test_each_search_names_its_fusion_and_a_block_fuses_as_one_claim_does(gensim
             ranked[fusion] = [[(e["title"], e["score"], e.get("page_score")) for e in x["evidence"]] for x in one]
         assert len({repr(v) for v in ranked.values()}) == len(FUSIONS)
         assert r.search(FUSION_CLAIMS[0], 5).to_dict()["fusion"] == r.fusion == "rrf"
+        # A multi-hop search's hop queries fuse without the learned rank 1 (retriever.multihop.pipeline).
+        results, _ = r.search_hits(FUSION_CLAIMS[0], k=20)
+        unlearned = fuse(results, weights=r.weights, rrf_k=r.rrf_k, rank1=None)
+        assert [p.page_id for p in r.fuse(results, learned=False)] == [p.page_id for p in unlearned]
+        learned = fuse(results, weights=r.weights, rrf_k=r.rrf_k)
+        assert [p.page_id for p in r.fuse(results)] == [p.page_id for p in learned]
         hops = answer(r, FUSION_CLAIMS[0], SearchOptions(k=5, multihop=True, hops=1, fusion="score"))
         assert hops["fusion"] == "score" and hops["evidence"]
         with pytest.raises(QueryError, match="unknown fusion"):

@@ -187,7 +187,8 @@ class MultiHopRetriever:
             res = titles.get(q.text) if q.kind == "entity" else None
             if res is not None and res.page_id in leads:
                 pages.append((res.page_id, [leads[res.page_id].passage_id], res.title, {"title": 1}))
-            for fp in r.fuse(results, self.params.fusion):
+            # The learned rank 1 was fitted on whole claims: a hop's entity or bridge query fuses without it.
+            for fp in r.fuse(results, self.params.fusion, learned=q.kind == "claim"):
                 if len(pages) >= q.k:
                     break
                 if any(fp.page_id == x[0] for x in pages):

@@ -28,7 +28,8 @@ FusionName = Annotated[
     Fusion | None,
     Field(
         description=f"how the channels' lists are fused: {', '.join(FUSIONS)} (rrf: reciprocal rank fusion with the "
-        "sure channels' rank-1 promotion; rrf-plain: without it; score: min-max scores); null: the server's own"
+        "sure channels' rank-1 promotion and the learned rank 1; rrf-plain: without them; score: min-max scores); "
+        "null: the server's own"
     ),
 ]
 
