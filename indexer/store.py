@@ -545,6 +545,13 @@ class Store:
         held, lookups = self._delta_lookups
         return delta, lookups if held is delta else None
 
+    @property
+    def delta_graph(self) -> Graph | None:
+        """The delta's facts by subject (``indexer.delta_lookups.delta_graph``), as of the delta last read; None
+        where the kg channel asks the delta in SQL."""
+        _, lookups = self._delta_read()
+        return None if lookups is None else lookups.graph
+
     def delta_origins(self, page_ids: Iterable[int]) -> dict[int, tuple[str, str | None]]:
         """page_id -> (origin, revision time) of the pages among ``page_ids`` that the delta holds."""
         ids = sorted({int(i) for i in page_ids})
