@@ -134,7 +134,7 @@ class BM25Part:
             with self.base._lock:
                 counts = Counter(self._analyze(self._analyzer, text).toArray())
                 lists = self._lists(counts)
-            ids, scores = _scores(lists, k)
+            ids, scores = _scores(lists, k, len(self.corpus))
             out.append(top_hits(self.corpus, np.round(scores, 4), k, self.base.name, ids))
         return out
 
@@ -175,26 +175,45 @@ class Terms:
 SLACK = 1e-6  # relative margin of every bound over float rounding
 ROUNDING = 1e-4  # scores are compared rounded to 4 decimals: a score this much below the k-th best may tie with it
 PRUNE_FROM = 20_000  # postings a query's lists hold from which they are not scored whole
+SEARCH_FROM = 16  # a list this many times longer than the rows asked is searched for them, not read
 
 
-def _scores(lists: list[Terms], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The rows that may be among the ``k`` best and their exact scores: every row the lists reach when they are
-    short; else the rows a bound cannot rule out (MaxScore, over lists ordered by impact): the best ``k`` of each
-    list give a k-th best score ``theta``; lists whose bounds sum below ``theta`` are read only where a row could
-    still reach it. The scores are summed as :func:`_exact` sums them, in the lists' order, so they are those of
+def _scores(lists: list[Terms], k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows that may be among the ``k`` best of ``n`` and their exact scores: every row the lists reach when
+    they are short; else the rows a bound cannot rule out (MaxScore, over lists ordered by impact): the best ``k``
+    of each list give a k-th best score ``theta``; lists whose bounds sum below ``theta`` are read only where a row
+    could still reach it. Each row's terms are summed in the lists' order either way, so the scores are those of
     scoring every row (a pass over every delta passage cost as much as the base's search with a large delta)."""
     if sum(len(t.rows) for t in lists) <= PRUNE_FROM or k <= 0:
-        ids = np.unique(np.concatenate([t.rows for t in lists])) if lists else np.zeros(0, dtype=np.int64)
-        return ids, _exact(lists, ids)
-    pool = np.unique(np.concatenate([t.by_impact[:k] for t in lists]))
-    scores = _exact(lists, pool)
+        return _whole(lists, n)
+    pool = _distinct([t.by_impact[:k] for t in lists])
+    scores = _exact(lists, pool, n)
     theta = float(np.partition(scores, len(scores) - k)[len(scores) - k]) - ROUNDING if len(pool) >= k else 0.0
     reach = _reach(lists, theta * (1 - SLACK)) if theta > 0 else [len(t.rows) for t in lists]
-    more = [t.by_impact[:n] for t, n in zip(lists, reach, strict=True) if n > k]
+    more = [t.by_impact[:r] for t, r in zip(lists, reach, strict=True) if r > k]
     if not more:
         return pool, scores
-    ids = np.union1d(pool, np.concatenate(more))
-    return ids, _exact(lists, ids)
+    ids = _distinct([pool, *more])
+    return ids, _exact(lists, ids, n)
+
+
+def _whole(lists: list[Terms], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every row the lists reach, scored through an accumulator over the ``n`` rows."""
+    acc = np.zeros(n, dtype=np.float64)
+    fresh = []
+    for t in lists:
+        cur = acc[t.rows]
+        fresh.append(t.rows[cur == 0])  # a row's first term: every term adds more than 0
+        tf = t.tfs.astype(np.float64)
+        acc[t.rows] = cur + t.q * tf / (tf + t.norms[t.rows])
+    ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int64)
+    return ids, acc[ids]
+
+
+def _distinct(parts: list[np.ndarray]) -> np.ndarray:
+    """The rows of ``parts``, each once, ascending."""
+    rows = np.sort(np.concatenate(parts))
+    return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
 
 
 def _reach(lists: list[Terms], budget: float) -> list[int]:
@@ -217,14 +236,24 @@ def _reach(lists: list[Terms], budget: float) -> list[int]:
     return best or []
 
 
-def _exact(lists: list[Terms], ids: np.ndarray) -> np.ndarray:
-    """The scores of rows ``ids`` (ascending), each term's share added in the lists' order, as Lucene sums them."""
+def _exact(lists: list[Terms], ids: np.ndarray, n: int) -> np.ndarray:
+    """The scores of rows ``ids`` (ascending, of ``n``), each term's share added in the lists' order, as Lucene
+    sums them: a short list is read whole through a map of the rows, a long one searched for them."""
     acc = np.zeros(len(ids), dtype=np.float64)
+    slot: np.ndarray | None = None  # row -> its place in ids (-1: not asked)
     for t in lists:
-        at = np.minimum(np.searchsorted(t.rows, ids), max(len(t.rows) - 1, 0))
-        hit = t.rows[at] == ids if len(t.rows) else np.zeros(len(ids), dtype=bool)
-        tf, rows = t.tfs[at[hit]].astype(np.float64), ids[hit]
-        acc[hit] = acc[hit] + t.q * tf / (tf + t.norms[rows])
+        if len(t.rows) <= SEARCH_FROM * len(ids):
+            if slot is None:
+                slot = np.full(n, -1, dtype=np.int64)
+                slot[ids] = np.arange(len(ids))
+            place = slot[t.rows]
+            hit = place >= 0
+            at, rows, tf = place[hit], t.rows[hit], t.tfs[hit].astype(np.float64)
+        else:
+            found = np.minimum(np.searchsorted(t.rows, ids), max(len(t.rows) - 1, 0))
+            hit = t.rows[found] == ids if len(t.rows) else np.zeros(len(ids), dtype=bool)
+            at, rows, tf = np.flatnonzero(hit), ids[hit], t.tfs[found[hit]].astype(np.float64)
+        acc[at] = acc[at] + t.q * tf / (tf + t.norms[rows])
     return acc
 
 

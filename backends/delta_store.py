@@ -112,13 +112,15 @@ def corpus_arrays(corpus: DeltaCorpus) -> dict[str, np.ndarray]:
 
 def corpus_of(arrays: dict[str, np.ndarray]) -> DeltaCorpus:
     """The saved corpus: ids and titles (the parts need no text once built)."""
+    # Plain views of the mapped files: a memmap's item or slice is a memmap object, dearer to make per hit.
+    plain = {k: np.asarray(v) for k, v in arrays.items() if k.startswith("corpus.")}
     return DeltaCorpus(
-        passage_ids=arrays["corpus.passage_ids"],
-        page_ids=arrays["corpus.page_ids"],
-        titles=Strings(arrays["corpus.titles"], arrays["corpus.title_ends"]),
+        passage_ids=plain["corpus.passage_ids"],
+        page_ids=plain["corpus.page_ids"],
+        titles=Strings(plain["corpus.titles"], plain["corpus.title_ends"]),
         headings=(),
         texts=(),
-        leads=arrays["corpus.leads"],
+        leads=plain["corpus.leads"],
     )
 
 

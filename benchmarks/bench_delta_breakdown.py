@@ -1,5 +1,6 @@
-"""Where a claim's time goes with a delta: each channel's search (as the fused search runs them, side by side), and,
-one at a time, each built channel's base search and delta part, the merge of their hits, and the evidence lookup.
+"""Where a claim's time goes with a delta: the fused search (wall time, and the CPU time of all its threads, which
+other jobs' load does not inflate), each channel's search (as the fused search runs them, side by side), and, one
+at a time, each built channel's base search and delta part, the merge of their hits, and the evidence lookup.
 The same index is timed with its delta and with its delta folder moved aside, alternately, claim by claim groups.
 
 python -m benchmarks.bench_delta_breakdown --index /work/scratch/h39/index --claims 100
@@ -59,8 +60,10 @@ def breakdown(index: Path, claims: list[dict], k: int = 5) -> dict[str, dict[str
         depth = max(r.depth, 4 * k)
         for c in claims:
             q = c["claim"]
+            cpu = time.process_time()
             ms, res = _ms(lambda q=q: r.search(q, k))
             out["fused"].append(ms)
+            out["fused_cpu"].append((time.process_time() - cpu) * 1000)  # every thread's: what load does not inflate
             for name, t in res.stats["timings_ms"].items():
                 out[f"timings.{name}"].append(t)
             _parts(r, q, depth, out)

@@ -85,6 +85,20 @@ class DeltaLookups:
     origins: dict[int, tuple[str, str | None]]
     leads: dict[int, tuple[int, str]]
     graph: Graph | None = None
+    # Every sentence's passage id (ascending) and page-level sentence id, in passage and sentence order.
+    sentences: tuple[Any, Any] | None = None
+
+    def sentence_ids(self, passage_ids: Iterable[int]) -> dict[int, list[int]] | None:
+        """passage_id -> its page-level sentence ids, in order, for those of ``passage_ids`` with sentences (the
+        lookups of the main store's evidence; None: not read, ask the delta in SQL)."""
+        if self.sentences is None:
+            return None
+        import numpy as np
+
+        owners, ids = self.sentences
+        wanted = np.asarray(sorted(set(passage_ids)), dtype=np.int64)
+        starts, ends = np.searchsorted(owners, wanted, "left"), np.searchsorted(owners, wanted, "right")
+        return {p: ids[a:b].tolist() for p, a, b in zip(wanted.tolist(), starts.tolist(), ends.tolist()) if a < b}
 
 
 # The base's page-keyed indexes (indexer.schema.INDEXES) a query still reaches in SQL (titles and redirects are
@@ -120,7 +134,10 @@ def prepare(con: Any) -> DeltaLookups:
     cur = con.cursor()
     origins = {int(a): (b, c) for a, b, c in cur.execute("SELECT page_id, origin, rev_timestamp FROM pages").fetchall()}
     leads = {int(a): (int(b), c) for a, b, c in cur.execute(_LEADS_SQL).fetchall()}
-    return DeltaLookups(DeltaTitles.of(con), origins, leads, delta_graph(con))
+    sql = "SELECT passage_id, page_sentence_index FROM sentences ORDER BY passage_id, sentence_index"
+    columns = cur.execute(sql).fetchnumpy()
+    sentences = (columns["passage_id"].astype("int64"), columns["page_sentence_index"].astype("int64"))
+    return DeltaLookups(DeltaTitles.of(con), origins, leads, delta_graph(con), sentences)
 
 
 def delta_graph(con: Any) -> Graph | None:

@@ -680,6 +680,9 @@ class Store:
             cur = con.cursor()
             rows.extend(self._run(con, lambda c=cur, ids_=mine: _evidence_rows(c, ids_)))
             known = lookups.sentence_ids(mine) if con is self._main and lookups is not None else None
+            held, in_memory = self._delta_lookups
+            if con is held and in_memory is not None:  # the delta's, read once per delta read
+                known = in_memory.sentence_ids(mine)
             if known is not None:
                 spans.update({pid: list(enumerate(sids)) for pid, sids in known.items()})
                 continue

@@ -72,6 +72,7 @@ def test_prepare_orders_the_facts_by_subject_and_keeps_them(delta):
     assert [r[0] for r in delta.execute("SELECT subject_page_id FROM triples").fetchall()] == [3, 3, 7, 9]
     spans = delta.execute("SELECT passage_id, sentence_index FROM sentence_spans").fetchall()  # the view still reads
     assert spans == [(2, 0), (2, 1), (5, 0), (5, 1)]
+    assert lookups.sentence_ids([5, 7, 2]) == {2: [0, 1], 5: [0, 1]}  # evidence's sentence ids, in sentence order
     assert (
         "paris" in lookups.titles.norms and "lutetia" in lookups.titles.norms
     )  # every redirect's key, its target held or not

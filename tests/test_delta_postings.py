@@ -120,7 +120,7 @@ def test_bm25_delta_lists_by_impact_score_as_every_row_and_as_lucene(gensim_inde
                 bounded = part.search_batch([claim], 10)[0]
                 counts = Counter(part._analyze(part._analyzer, claim).toArray())
                 lists = part._lists(counts)
-                read, _ = bm25_delta._scores(lists, 10)
+                read, _ = bm25_delta._scores(lists, 10, len(part.corpus))
                 pruned |= len(read) < len(np.unique(np.concatenate([t.rows for t in lists])))
                 monkeypatch.setattr(bm25_delta, "PRUNE_FROM", 10**12)
                 whole = part.search_batch([claim], 10)[0]
