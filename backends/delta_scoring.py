@@ -32,7 +32,7 @@ class TfidfPart:
     budget, cutting its longest lists (``backends.tfidf.water_fill``) and keeping their high-weight ends, so the delta
     list is read down to the weight where the base's read stops (all of it where the base reads its list whole).
     A delta passage then counts a term where a base passage of the same weight does, and a claim of common words
-    reads a few thousand delta postings, not every delta passage holding "the". The lists are walked into an
+    does not read every delta passage holding "the". The lists are walked into an
     accumulator as the base walks its own, in the same order and precision, so a passage scores as in the base."""
 
     ARRAYS = ("columns", "indptr", "rows", "weights")
