@@ -7,11 +7,17 @@ claim, adds ``w_f * c * idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))`` to a p
 count, document frequency and total term frequency per field), ``dl`` the passage's field length in tokens as
 Lucene stores it (``SmallFloat``'s one-byte encoding), and the tokens those of the base's own analyzer. Scores are
 rounded to 4 decimals, as the base's hits are.
+
+A term's delta postings are kept twice: by row, to score a row, and by impact ``tf / (tf + k1 * (1 - b + b * dl /
+avgdl))``, which does not depend on the query, to read a long list only where a row could still reach the k-th best
+score (:func:`_scores`). Lucene reads its own lists by such bounds too; a delta of many passages is not scored
+whole per query.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,7 +52,9 @@ class BM25Part:
                     for d in docs
                 ]
                 self.norms[field] = self.k1 * (1 - self.b + self.b * np.asarray(lengths, dtype=np.float64) / avgdl)
-                self.postings[field] = _postings(docs)
+                packed = SavedPostings.pack(_postings(docs))
+                packed.update(SavedPostings.impacts(packed, self.norms[field]))
+                self.postings[field] = SavedPostings(packed)
 
     def _attach(self, base: Any, corpus: DeltaCorpus) -> None:
         """The base's analyzer, reader and statistics: what scoring asks of Java (built or restored alike)."""
@@ -69,7 +77,7 @@ class BM25Part:
         arrays: dict[str, np.ndarray] = {}
         for i, field in enumerate(self.fields):
             arrays[f"{i}.norms"] = self.norms[field]
-            arrays.update({f"{i}.{k}": v for k, v in SavedPostings.pack(self.postings[field]).items()})
+            arrays.update({f"{i}.{k}": v for k, v in self.postings[field].arrays().items()})
         return {"fields": list(self.fields)}, arrays
 
     @classmethod
@@ -125,26 +133,128 @@ class BM25Part:
                 continue
             with self.base._lock:
                 counts = Counter(self._analyze(self._analyzer, text).toArray())
-                ids, scores = self._scores(counts)
+                lists = self._lists(counts)
+            ids, scores = _scores(lists, k, len(self.corpus))
             out.append(top_hits(self.corpus, np.round(scores, 4), k, self.base.name, ids))
         return out
 
-    def _scores(self, counts: Counter) -> tuple[np.ndarray, np.ndarray]:
-        """The rows the query's terms reach and their scores (only those rows: a pass over every delta passage
-        cost as much as the base's search with a large delta)."""
-        acc = np.zeros(len(self.corpus), dtype=np.float64)
-        fresh = []
+    def _lists(self, counts: Counter) -> list[Terms]:
+        """The query's postings lists in the delta, in the order their scores are summed (field, then term)."""
+        lists = []
         for field, weight in self.fields.items():
             norms, postings = self.norms[field], self.postings[field]
             for term, c in counts.items():
-                found = postings.get(term)
+                found = postings.lists(term)
                 if found is not None:
-                    rows, tf = found
-                    cur = acc[rows]
-                    fresh.append(rows[cur == 0])  # a passage's first term: every term adds more than 0
-                    acc[rows] = cur + weight * c * self.idf(field, term) * tf / (tf + norms[rows])
-        ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int64)
-        return ids, acc[ids]
+                    lists.append(Terms(weight * c * self.idf(field, term), norms, *found))
+        return lists
+
+
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """One query term's list in one field: ``q`` (field weight x count in the claim x idf), the field's length
+    norms, its rows ascending with their counts, and the same rows by descending impact ``tf / (tf + norm)`` with
+    the impacts negated (ascending, for searchsorted), as float32."""
+
+    q: float
+    norms: np.ndarray
+    rows: np.ndarray
+    tfs: np.ndarray
+    by_impact: np.ndarray
+    neg_impacts: np.ndarray
+
+    def bound(self) -> float:
+        """The most this term adds to a passage's score (float32 impacts: a margin over their rounding)."""
+        return self.q * -float(self.neg_impacts[0]) * (1 + SLACK) if len(self.rows) else 0.0
+
+    def reaching(self, tau: float) -> int:
+        """How many of the rows by impact this term adds at least ``tau`` to (those after add less)."""
+        return int(np.searchsorted(self.neg_impacts, -tau / self.q, "right"))
+
+
+SLACK = 1e-6  # relative margin of every bound over float rounding
+ROUNDING = 1e-4  # scores are compared rounded to 4 decimals: a score this much below the k-th best may tie with it
+PRUNE_FROM = 20_000  # postings a query's lists hold from which they are not scored whole
+SEARCH_FROM = 16  # a list this many times longer than the rows asked is searched for them, not read
+
+
+def _scores(lists: list[Terms], k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows that may be among the ``k`` best of ``n`` and their exact scores: every row the lists reach when
+    they are short; else the rows a bound cannot rule out (MaxScore, over lists ordered by impact): the best ``k``
+    of each list give a k-th best score ``theta``; lists whose bounds sum below ``theta`` are read only where a row
+    could still reach it. Each row's terms are summed in the lists' order either way, so the scores are those of
+    scoring every row (a pass over every delta passage cost as much as the base's search with a large delta)."""
+    if sum(len(t.rows) for t in lists) <= PRUNE_FROM or k <= 0:
+        return _whole(lists, n)
+    pool = _distinct([t.by_impact[:k] for t in lists])
+    scores = _exact(lists, pool, n)
+    theta = float(np.partition(scores, len(scores) - k)[len(scores) - k]) - ROUNDING if len(pool) >= k else 0.0
+    reach = _reach(lists, theta * (1 - SLACK)) if theta > 0 else [len(t.rows) for t in lists]
+    more = [t.by_impact[:r] for t, r in zip(lists, reach, strict=True) if r > k]
+    if not more:
+        return pool, scores
+    ids = _distinct([pool, *more])
+    return ids, _exact(lists, ids, n)
+
+
+def _whole(lists: list[Terms], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every row the lists reach, scored through an accumulator over the ``n`` rows."""
+    acc = np.zeros(n, dtype=np.float64)
+    fresh = []
+    for t in lists:
+        cur = acc[t.rows]
+        fresh.append(t.rows[cur == 0])  # a row's first term: every term adds more than 0
+        tf = t.tfs.astype(np.float64)
+        acc[t.rows] = cur + t.q * tf / (tf + t.norms[t.rows])
+    ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int64)
+    return ids, acc[ids]
+
+
+def _distinct(parts: list[np.ndarray]) -> np.ndarray:
+    """The rows of ``parts``, each once, ascending."""
+    rows = np.sort(np.concatenate(parts))
+    return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
+
+
+def _reach(lists: list[Terms], budget: float) -> list[int]:
+    """How many rows by impact to read of each list so that a row read in none scores below ``budget``: lists left
+    out whole while their bounds fit the budget (the longest first, or the least bounded first, whichever reads
+    fewer rows), the next one read down to what the budget leaves, the rest read whole."""
+    best: list[int] | None = None
+    bounds = [t.bound() for t in lists]
+    for order in (sorted(range(len(lists)), key=lambda i: -len(lists[i].rows)), np.argsort(bounds).tolist()):
+        reach = [len(t.rows) for t in lists]
+        left = budget
+        for i in order:
+            if bounds[i] <= left:
+                reach[i], left = 0, left - bounds[i]
+            else:
+                reach[i] = lists[i].reaching(left / (1 + SLACK)) if left > 0 else len(lists[i].rows)
+                break
+        if best is None or sum(reach) < sum(best):
+            best = reach
+    return best or []
+
+
+def _exact(lists: list[Terms], ids: np.ndarray, n: int) -> np.ndarray:
+    """The scores of rows ``ids`` (ascending, of ``n``), each term's share added in the lists' order, as Lucene
+    sums them: a short list is read whole through a map of the rows, a long one searched for them."""
+    acc = np.zeros(len(ids), dtype=np.float64)
+    slot: np.ndarray | None = None  # row -> its place in ids (-1: not asked)
+    for t in lists:
+        if len(t.rows) <= SEARCH_FROM * len(ids):
+            if slot is None:
+                slot = np.full(n, -1, dtype=np.int64)
+                slot[ids] = np.arange(len(ids))
+            place = slot[t.rows]
+            hit = place >= 0
+            at, rows, tf = place[hit], t.rows[hit], t.tfs[hit].astype(np.float64)
+        else:
+            found = np.minimum(np.searchsorted(t.rows, ids), max(len(t.rows) - 1, 0))
+            hit = t.rows[found] == ids if len(t.rows) else np.zeros(len(ids), dtype=bool)
+            at, rows, tf = np.flatnonzero(hit), ids[hit], t.tfs[found[hit]].astype(np.float64)
+        acc[at] = acc[at] + t.q * tf / (tf + t.norms[rows])
+    return acc
 
 
 def _postings(docs: list[list[str]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -159,15 +269,22 @@ def _postings(docs: list[list[str]]) -> dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 class SavedPostings:
-    """A field's postings saved as arrays: the terms (one UTF-8 blob, their end offsets), where each term's rows
-    start, the rows and the counts; looked up as the in-memory dict is (the terms' index is made on first use)."""
+    """A field's postings as arrays: the terms (one UTF-8 blob, their end offsets), where each term's rows start,
+    the rows (ascending) and their counts, and each list again by descending impact (``by_impact``, and
+    ``neg_impacts``: the impacts negated); looked up by term (the terms' index is made on first use)."""
 
-    ARRAYS = ("terms", "term_ends", "starts", "rows", "tfs")
+    ARRAYS = ("terms", "term_ends", "starts", "rows", "tfs", "by_impact", "neg_impacts")
 
     def __init__(self, arrays: dict[str, np.ndarray]):
         # Plain views of the mapped files: a slice of a np.memmap is a memmap object, dearer to make per term.
         self._arrays = {k: v.view(np.ndarray) if isinstance(v, np.memmap) else v for k, v in arrays.items()}
+        missing = [name for name in self.ARRAYS if name not in self._arrays]
+        if missing:
+            raise KeyError(f"BM25 delta postings without {', '.join(missing)}")
         self._index: dict[str, int] | None = None
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return dict(self._arrays)
 
     @staticmethod
     def pack(postings: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -179,9 +296,27 @@ class SavedPostings:
         starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
         rows = np.concatenate([postings[t][0] for t in terms]) if terms else np.zeros(0, dtype=np.int64)
         tfs = np.concatenate([postings[t][1] for t in terms]) if terms else np.zeros(0, dtype=np.float64)
-        return {"terms": blob, "term_ends": ends, "starts": starts, "rows": rows, "tfs": tfs}
+        # Counts are whole numbers: float32 holds them exactly (read back as float64 to score).
+        return {
+            "terms": blob,
+            "term_ends": ends,
+            "starts": starts,
+            "rows": rows.astype(np.int32),
+            "tfs": tfs.astype(np.float32),
+        }
 
-    def get(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+    @staticmethod
+    def impacts(packed: dict[str, np.ndarray], norms: np.ndarray) -> dict[str, np.ndarray]:
+        """Each list of ``packed`` by descending impact ``tf / (tf + norm)`` (ties by row): ``by_impact`` and
+        ``neg_impacts``."""
+        rows, tfs, starts = packed["rows"], packed["tfs"], packed["starts"]
+        impact = (tfs / (tfs + norms[rows])).astype(np.float32)
+        term = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
+        order = np.lexsort((rows, -impact, term))
+        return {"by_impact": rows[order], "neg_impacts": -impact[order]}
+
+    def lists(self, term: str) -> tuple[np.ndarray, ...] | None:
+        """``term``'s rows, counts, rows by impact and negated impacts (None: no delta passage holds it)."""
         if self._index is None:
             raw, ends = bytes(self._arrays["terms"]), self._arrays["term_ends"].tolist()
             self._index = {raw[a:b].decode("utf-8"): i for i, (a, b) in enumerate(zip([0, *ends[:-1]], ends))}
@@ -189,4 +324,4 @@ class SavedPostings:
         if i is None:
             return None
         a, b = int(self._arrays["starts"][i]), int(self._arrays["starts"][i + 1])
-        return self._arrays["rows"][a:b], self._arrays["tfs"][a:b]
+        return tuple(self._arrays[name][a:b] for name in ("rows", "tfs", "by_impact", "neg_impacts"))

@@ -1,10 +1,11 @@
 """The delta part of each built channel: the base channel and the delta's passages searched as one.
 
-The delta (``INDEX/delta/``: pages applied by ``wikiground update`` or fetched live) is small next to the base, so
-each channel scores its passages directly, with the base's own statistics where a score needs them, and merges
-them into the base's hits by score: BM25 with the base's document frequencies, document count and average field
-lengths, through the base's Lucene analyzer (``bm25_delta``); TF-IDF with the base's hashing and idf; dense with the
-base's encoder, against the same query vector. A base hit of a page the delta replaced or deleted is dropped, so a
+The delta (``INDEX/delta/``: pages applied by ``wikiground update`` or fetched live) has a part per channel that
+scores its passages with the base's own statistics where a score needs them, and merges them into the base's hits
+by score: BM25 with the base's document frequencies, document count and average field lengths, through the base's
+Lucene analyzer, over postings read by bounds (``bm25_delta``); TF-IDF with the base's hashing and idf, over
+postings cut where the base's posting budget cuts its own (``delta_scoring``); dense with the base's encoder,
+against the same query vector. A base hit of a page the delta replaced or deleted is dropped, so a
 page of the delta ranks as it would had it been built into the base. The delta's passages are read and indexed
 again whenever the delta's files change (:attr:`indexer.store.Store.shadow`).
 """

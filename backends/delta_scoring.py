@@ -6,6 +6,7 @@ base embedded only leads."""
 from __future__ import annotations
 
 import hashlib
+import threading
 from typing import Any
 
 import numpy as np
@@ -22,15 +23,23 @@ def _texts(corpus: DeltaCorpus, rows: np.ndarray) -> list[str]:
 
 
 class TfidfPart:
-    """The delta's passages as TF-IDF vectors of the base (sublinear tf x the base's idf, L2-normalised over the
-    terms the base holds), one sparse matrix over the term ids they use, built in bulk: a vector per passage
-    through :meth:`vectorize_many` took minutes for tens of thousands of passages over a base of millions."""
+    """The delta's passages as postings of the base's TF-IDF terms: for each base term id the delta holds, its
+    passages by ascending weight (sublinear tf x the base's idf, L2-normalised over the terms the base holds, rounded
+    to the base list's steps), built in bulk: a vector per passage through :meth:`vectorize_many` took minutes for
+    tens of thousands of passages over a base of millions.
+
+    A query reads of each term's delta list what the base reads of its own: the base reads at most its posting
+    budget, cutting its longest lists (``backends.tfidf.water_fill``) and keeping their high-weight ends, so the delta
+    list is read down to the weight where the base's read stops (all of it where the base reads its list whole).
+    A delta passage then counts a term where a base passage of the same weight does, and a claim of common words
+    does not read every delta passage holding "the". The lists are walked into an
+    accumulator as the base walks its own, in the same order and precision, so a passage scores as in the base."""
+
+    ARRAYS = ("columns", "indptr", "rows", "weights")
 
     def __init__(self, base: Any, corpus: DeltaCorpus, previous: Any = None):
-        from scipy import sparse
+        from backends.tfidf_postings import snap
 
-        self.base = base
-        self.corpus = corpus
         n = len(corpus)
         x = base._hasher.transform(_texts(corpus, np.arange(n)))
         rows = np.repeat(np.arange(n), np.diff(x.indptr))
@@ -41,47 +50,91 @@ class TfidfPart:
         w = np.where(held, tf * base._idf[tids], 0.0)
         norms = np.sqrt(np.bincount(rows, weights=w * w, minlength=n))
         keep = held & (w > 0)
-        self.columns, inverse = np.unique(tids[keep], return_inverse=True)
-        from backends.tfidf_postings import snap
+        kept, rows = tids[keep], rows[keep]
+        values = snap((w[keep] / norms[rows]).astype(np.float32), base._wlo[kept], base._wstep[kept])
+        order = np.lexsort((rows, values, kept))  # by term, then weight, then row
+        self.columns, counts = np.unique(kept, return_counts=True)
+        self.indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.rows, self.weights = rows[order].astype(np.int32), values[order]
+        self._attach(base, corpus)
 
-        kept = tids[keep]
-        values = snap((w[keep] / norms[rows[keep]]).astype(np.float32), base._wlo[kept], base._wstep[kept])
-        shape = (n, len(self.columns))
-        self.matrix = sparse.csr_matrix((values, (rows[keep], inverse)), shape=shape).tocsc()
+    def _attach(self, base: Any, corpus: DeltaCorpus) -> None:
+        self.base, self.corpus = base, corpus
+        self._local = threading.local()  # one score accumulator per thread
 
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """What :meth:`restore` reads back (``backends.delta_store``): the term columns and the sparse matrix."""
-        m = self.matrix
-        return {"shape": list(m.shape)}, {
-            "columns": self.columns,
-            "data": m.data,
-            "indices": m.indices,
-            "indptr": m.indptr,
-        }
+        """What :meth:`restore` reads back (``backends.delta_store``): the postings."""
+        return {"passages": len(self.corpus)}, {name: getattr(self, name) for name in self.ARRAYS}
 
     @classmethod
     def restore(
         cls, base: Any, corpus: DeltaCorpus, params: dict[str, Any], arrays: dict[str, np.ndarray]
     ) -> TfidfPart:
-        from scipy import sparse
-
         part = cls.__new__(cls)
-        part.base, part.corpus, part.columns = base, corpus, np.asarray(arrays["columns"])
-        matrix = (arrays["data"], arrays["indices"], arrays["indptr"])
-        part.matrix = sparse.csc_matrix(matrix, shape=tuple(params["shape"]), copy=False)
+        for name in cls.ARRAYS:  # plain views of the maps: a slice of a np.memmap costs more per term
+            setattr(part, name, np.asarray(arrays[name]))
+        if params.get("passages") != len(corpus) or len(part.indptr) != len(part.columns) + 1:
+            raise ValueError("TF-IDF delta postings of another corpus")
+        if int(part.indptr[-1]) != len(part.rows) or len(part.rows) != len(part.weights):
+            raise ValueError("TF-IDF delta postings of different lengths")
+        part._attach(base, corpus)
         return part
 
     def search_batch(self, queries: list[str], k: int) -> list[list]:
-        out = []
-        for tids, weights in self.base.vectorize_many(queries):
-            pos = np.minimum(np.searchsorted(self.columns, tids), max(len(self.columns) - 1, 0))
-            present = (self.columns[pos] == tids) if len(self.columns) else np.zeros(len(tids), dtype=bool)
-            if not present.any():
-                out.append([])
-                continue
-            scores = np.asarray(self.matrix[:, pos[present]] @ weights[present]).ravel().astype(np.float32, copy=False)
-            out.append(top_hits(self.corpus, scores, k, self.base.name))
-        return out
+        return [self._top(tids, weights, k) for tids, weights in self.base.vectorize_many(queries)]
+
+    def base_cut(self, tids: np.ndarray) -> np.ndarray:
+        """Per query term (base term ids, as the base's search sees them): the lowest weight the base reads of its
+        list (float32, as the base decodes it), -inf where it reads the whole list and no postings were left out at
+        build time, +inf where it reads none of it."""
+        from backends.tfidf import water_fill
+        from backends.tfidf_postings import KEEP
+
+        b = self.base
+        ends = b._indptr[tids + 1]
+        lengths = ends - b._indptr[tids]
+        take = water_fill(lengths, b.posting_budget)
+        cut = np.full(len(tids), -np.inf, dtype=np.float32)
+        cut[take == 0] = np.inf
+        cutting = np.flatnonzero((take > 0) & ((take < lengths) | (lengths >= KEEP)))
+        if len(cutting):
+            t, level = tids[cutting], b._weights[(ends - take)[cutting]].astype(np.float32)
+            cut[cutting] = np.exp(b._wlo[t] + b._wstep[t] * level)
+        return cut
+
+    def _ranges(self, tids: np.ndarray) -> tuple[list[int], list[int]]:
+        """Per query term, the part of its delta list to read: [start, end) of the postings."""
+        pos = np.minimum(np.searchsorted(self.columns, tids), max(len(self.columns) - 1, 0))
+        present = self.columns[pos] == tids if len(self.columns) else np.zeros(len(tids), dtype=bool)
+        ends = self.indptr[pos + 1]
+        starts = np.where(present, self.indptr[pos], ends)
+        cut = self.base_cut(tids)
+        for i in np.flatnonzero(present & (cut > -np.inf)).tolist():
+            starts[i] += np.searchsorted(self.weights[starts[i] : ends[i]], cut[i], "left")
+        return starts.tolist(), ends.tolist()
+
+    def _top(self, tids: np.ndarray, weights: np.ndarray, k: int) -> list:
+        if not len(tids) or not len(self.columns) or k <= 0:
+            return []
+        starts, ends = self._ranges(tids)
+        acc = getattr(self._local, "acc", None)
+        if acc is None:
+            acc = self._local.acc = np.zeros(len(self.corpus), dtype=np.float32)
+        fresh = []
+        try:
+            for a, b, w in zip(starts, ends, weights.tolist()):
+                if a < b:
+                    rows = self.rows[a:b]
+                    cur = acc[rows]
+                    fresh.append(rows[cur == 0])  # a passage's first term: weights are > 0
+                    acc[rows] = cur + self.weights[a:b] * np.float32(w)
+            ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int32)
+            scores = acc[ids]
+            acc[ids] = 0  # clean for the next query
+        except BaseException:
+            self._local.acc = None  # interrupted half-way: never reuse a dirty accumulator
+            raise
+        return top_hits(self.corpus, scores, k, self.base.name, ids.astype(np.int64))
 
 
 class DensePart:

@@ -28,7 +28,10 @@ from wikiground.layout import FILE_MODE, PARAMS_FILE, atomic_write_json, delta_d
 
 log = logging.getLogger(__name__)
 
-PARTS_FORMAT = 1  # bumped when a part's arrays change: a reader of an older format builds in memory
+# Each channel's part format, bumped when its arrays change: a reader finding an older one builds it in memory (the
+# other channels' parts, unchanged, are still read). 2: TF-IDF as impact-ordered postings, not a sparse matrix; BM25
+# lists by impact too.
+PARTS_FORMATS = {"bm25": 2, "tfidf": 2, "dense": 1}
 PARTS_PREFIX = "parts-"
 KIND = "delta part"
 
@@ -56,7 +59,7 @@ def save_part(folder: Path, channel: str, build_id: str | None, corpus: DeltaCor
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
             os.chmod(tmp / f"{name}.npy", FILE_MODE)
         sizes = {name: (tmp / f"{name}.npy").stat().st_size for name in arrays}
-        record = {"type": KIND, "format_version": PARTS_FORMAT, "channel": channel, "build_id": build_id}
+        record = {"type": KIND, "format_version": PARTS_FORMATS[channel], "channel": channel, "build_id": build_id}
         record.update(passages=len(corpus), empty=part is None, files=sizes, part=params)
         atomic_write_json(tmp / PARAMS_FILE, record)
         swap_folder(tmp, folder)
@@ -68,7 +71,7 @@ def load_part(folder: Path, channel: str, build_id: str | None, restore: Callabl
     """``(found, part)``: the part saved in ``folder`` (part None: the delta holds no passages), or
     ``(False, None)`` with a warning where it is missing, of an older format or of another build."""
     try:
-        params = read_params(folder, KIND, PARTS_FORMAT, required=("channel", "build_id", "files", "part"))
+        params = read_params(folder, KIND, PARTS_FORMATS[channel], required=("channel", "build_id", "files", "part"))
         if params["channel"] != channel or params["build_id"] != build_id:
             raise IndexCorruptError(f"{folder}: parts of build {params['build_id']}, not {build_id}")
         arrays = {}
@@ -109,13 +112,15 @@ def corpus_arrays(corpus: DeltaCorpus) -> dict[str, np.ndarray]:
 
 def corpus_of(arrays: dict[str, np.ndarray]) -> DeltaCorpus:
     """The saved corpus: ids and titles (the parts need no text once built)."""
+    # Plain views of the mapped files: a memmap's item or slice is a memmap object, dearer to make per hit.
+    plain = {k: np.asarray(v) for k, v in arrays.items() if k.startswith("corpus.")}
     return DeltaCorpus(
-        passage_ids=arrays["corpus.passage_ids"],
-        page_ids=arrays["corpus.page_ids"],
-        titles=Strings(arrays["corpus.titles"], arrays["corpus.title_ends"]),
+        passage_ids=plain["corpus.passage_ids"],
+        page_ids=plain["corpus.page_ids"],
+        titles=Strings(plain["corpus.titles"], plain["corpus.title_ends"]),
         headings=(),
         texts=(),
-        leads=arrays["corpus.leads"],
+        leads=plain["corpus.leads"],
     )
 
 

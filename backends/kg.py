@@ -22,6 +22,7 @@ from backends.entities import STOPWORDS, Mention
 from backends.title import MAX_QUERY_CHARS, TitleBackend
 from indexer.graph_lookups import FACT_ORDER
 from indexer.store import DeltaShadow, Store, in_keys
+from wikiground.layout import LIVE_PASSAGE_ID_BASE
 from wikiground.records import Hit
 from wikiground.text import words
 
@@ -199,13 +200,18 @@ class KgBackend:
     def _facts(self, entity_ids: list[int], terms: set[str]) -> tuple[list[tuple[int, Fact]], dict[tuple, str]]:
         """Hop-1 and hop-2 facts, and the sentence or infobox row stating each: (passage_id, sentence_id) -> text.
         Hop 2 keeps the facts that reach one of the entities or share a word with the claim. The main store's
-        facts come from its graph lookups where it has them, the live delta's (and all, without them) from SQL."""
+        facts come from its graph lookups where it has them, the delta's from its own (``Store.delta_graph``);
+        without them, from SQL."""
         graph = self.store.graph
         pattern = r"\b(" + "|".join(sorted(re.escape(t) for t in terms)) + ")" if terms else None
+        # RE2's \b, which DuckDB's regexp_matches uses, is an ASCII word boundary
+        regex = re.compile(pattern, re.ASCII) if pattern else None
         shadow = self.store.shadow
         hop1 = _hop1_sql(entity_ids)
         base = graph.facts(entity_ids, per_subject=MAX_HOP1) if graph else _asking(self.store.base_rows(*hop1))
-        rows = _unshadowed(base, shadow) + self._delta_facts(entity_ids, shadow, _hop1_sql)
+        rows = _unshadowed(base, shadow) + self._delta_facts(
+            entity_ids, shadow, _hop1_sql, lambda g, held: g.facts(held, per_subject=MAX_HOP1)
+        )
         per_entity: dict[int, int] = {}
         first: list[tuple] = []
         for r in rows:
@@ -219,11 +225,10 @@ class KgBackend:
             if graph is None:
                 base = _asking(self.store.base_rows(*hop2))
             else:
-                # RE2's \b, which DuckDB's regexp_matches uses, is an ASCII word boundary
-                regex = re.compile(pattern, re.ASCII) if pattern else None
                 base = graph.facts_reaching(mids, entity_ids, regex, MAX_HOP2)
             hop2_sql = partial(_hop2_sql, entity_ids=entity_ids, pattern=pattern or r"^\b$", limit=MAX_HOP2)
-            second = _unshadowed(base, shadow) + self._delta_facts(mids, shadow, hop2_sql)
+            reaching = lambda g, held: g.facts_reaching(held, entity_ids, regex, MAX_HOP2)  # noqa: E731
+            second = _unshadowed(base, shadow) + self._delta_facts(mids, shadow, hop2_sql, reaching)
         sentences = self._sentences([*first, *second])
         facts1 = [Fact(*r[:8]) for r in first]
         facts2 = [Fact(*r[:8]) for r in second]
@@ -232,20 +237,24 @@ class KgBackend:
             facts1, facts2 = _marked_origin(facts1, origins), _marked_origin(facts2, origins)
         return [(1, f) for f in facts1] + [(2, f) for f in facts2], sentences
 
-    def _delta_facts(self, subjects: Sequence[int], shadow: DeltaShadow, sql: Any) -> list[tuple]:
-        """The delta's facts of ``subjects`` (``sql(subjects)``): asked only of the subjects the delta holds, the
-        only ones it has facts of (each ask scans the delta's facts of a range of page ids)."""
+    def _delta_facts(self, subjects: Sequence[int], shadow: DeltaShadow, sql: Any, ask: Any) -> list[tuple]:
+        """The delta's facts of ``subjects``: ``ask(graph, held)`` of the delta's graph lookups, else
+        ``sql(held)``; asked only of the subjects the delta holds, the only ones it has facts of."""
         held = [s for s in subjects if s in shadow.replaced]
-        return _asking(self.store.delta_rows(*sql(held))) if held else []
+        if not held:
+            return []
+        graph = self.store.delta_graph
+        return ask(graph, held) if graph is not None else _asking(self.store.delta_rows(*sql(held)))
 
     def _sentences(self, rows: list[tuple]) -> dict[tuple, str]:
         """(passage_id, page-level sentence id) -> sentence, for the facts ``rows``: their passages' text, cut where
         the graph lookups say, else where ``sentence_spans`` does (two lookups by key: joined in SQL, the join is
-        planned as a hash join over both scans, slower than the two)."""
+        planned as a hash join over both scans, slower than the two). Each store is asked for its own passages
+        (the delta's ids start at LIVE_PASSAGE_ID_BASE)."""
         passages = sorted({r[6] for r in rows if r[6] is not None})
         if not passages:
             return {}
-        texts = dict(self.store.rows(*_texts_sql(passages)))
+        texts = self._texts(passages)
         out: dict[tuple, str] = {}
         ask: set[int] = set()
         for r in rows:
@@ -259,6 +268,14 @@ class KgBackend:
                 if p in texts:
                     out[(p, s)] = texts[p][a:b]
         return out
+
+    def _texts(self, passages: list[int]) -> dict[int, str]:
+        base = [p for p in passages if p < LIVE_PASSAGE_ID_BASE]
+        delta = [p for p in passages if p >= LIVE_PASSAGE_ID_BASE]
+        texts = dict(self.store.base_rows(*_texts_sql(base))) if base else {}
+        if delta:
+            texts.update(self.store.delta_rows(*_texts_sql(delta)))
+        return texts
 
     def _hits(self, paths: Sequence[KgPath], k: int) -> list[Hit]:
         """A path's hits: the passage stating its last fact (with that sentence or infobox row), the page it ends on."""

@@ -112,16 +112,21 @@ def measure(args: argparse.Namespace, claims: list[dict]) -> dict:
     }
 
 
-def latencies(index: Path, claims: list[dict]) -> dict:
-    """The fused latency of ``index`` with its delta, then with its delta folder moved out of it (and back)."""
+def latencies(index: Path, claims: list[dict], rounds: int = 1) -> dict:
+    """The fused latency of ``index`` with its delta, then with its delta folder moved out of it (and back),
+    ``rounds`` times: the first round also warms the files both read, so the last round's pair is reported, and
+    every round's p50 ratio."""
     aside = index.parent / "delta.aside"
-    with_delta = fused_latency(index, claims)
-    (index / "delta").rename(aside)
-    try:
-        none = fused_latency(index, claims)
-    finally:
-        aside.rename(index / "delta")
-    return {"no_delta": none, "with_delta": with_delta}
+    ratios = []
+    for _ in range(rounds):
+        with_delta = fused_latency(index, claims)
+        (index / "delta").rename(aside)
+        try:
+            none = fused_latency(index, claims)
+        finally:
+            aside.rename(index / "delta")
+        ratios.append(round(with_delta["p50"] / none["p50"], 3) if none["p50"] else None)
+    return {"no_delta": none, "with_delta": with_delta, "p50_ratio_per_round": ratios}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--claims", type=int, default=100, help="how many claims are timed")
     p.add_argument("--claims-file", type=Path, default=ROOT / "tests" / "data" / "claims" / "fever_dev_vital.jsonl")
     p.add_argument("--work", type=Path, required=True)
+    p.add_argument("--rounds", type=int, default=1, help="with --reuse: with and without the delta, this many times")
     p.add_argument(
         "--reuse",
         action="store_true",
@@ -144,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     claims = read_claims(args.claims_file, args.claims)
     if args.reuse:
-        result = {"pages": args.pages, **latencies(args.work / "index", claims)}
+        result = {"pages": args.pages, **latencies(args.work / "index", claims, args.rounds)}
     else:
         result = measure(args, claims)
     result["load_average"] = os.getloadavg()

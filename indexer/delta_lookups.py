@@ -11,9 +11,15 @@ passage, so that DuckDB's row-group min/max find a page's facts and a passage's 
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from indexer.graph_lookups import Graph
 
 # Rows of resolve_titles: (kind, key, redirect source, target title, fragment, page_id, is_disambiguation).
 Row = tuple
@@ -71,12 +77,28 @@ class DeltaTitles:
 
 @dataclass(frozen=True, slots=True)
 class DeltaLookups:
-    """What a query asks of the delta by key, read once: its titles, each page's origin and revision time, and each
-    page's lead passage (id and title) as ``indexer.store``'s ``_LEAD_SQL`` picks it."""
+    """What a query asks of the delta by key, read once: its titles, each page's origin and revision time, each
+    page's lead passage (id and title) as ``indexer.store``'s ``_LEAD_SQL`` picks it, and its facts by subject as
+    the base's graph lookups hold them (None: the kg channel asks the delta's ``triples`` in SQL)."""
 
     titles: DeltaTitles
     origins: dict[int, tuple[str, str | None]]
     leads: dict[int, tuple[int, str]]
+    graph: Graph | None = None
+    # Every sentence's passage id (ascending) and page-level sentence id, in passage and sentence order.
+    sentences: tuple[Any, Any] | None = None
+
+    def sentence_ids(self, passage_ids: Iterable[int]) -> dict[int, list[int]] | None:
+        """passage_id -> its page-level sentence ids, in order, for those of ``passage_ids`` with sentences (the
+        lookups of the main store's evidence; None: not read, ask the delta in SQL)."""
+        if self.sentences is None:
+            return None
+        import numpy as np
+
+        owners, ids = self.sentences
+        wanted = np.asarray(sorted(set(passage_ids)), dtype=np.int64)
+        starts, ends = np.searchsorted(owners, wanted, "left"), np.searchsorted(owners, wanted, "right")
+        return {p: ids[a:b].tolist() for p, a, b in zip(wanted.tolist(), starts.tolist(), ends.tolist()) if a < b}
 
 
 # The base's page-keyed indexes (indexer.schema.INDEXES) a query still reaches in SQL (titles and redirects are
@@ -112,4 +134,24 @@ def prepare(con: Any) -> DeltaLookups:
     cur = con.cursor()
     origins = {int(a): (b, c) for a, b, c in cur.execute("SELECT page_id, origin, rev_timestamp FROM pages").fetchall()}
     leads = {int(a): (int(b), c) for a, b, c in cur.execute(_LEADS_SQL).fetchall()}
-    return DeltaLookups(DeltaTitles.of(con), origins, leads)
+    sql = "SELECT passage_id, page_sentence_index FROM sentences ORDER BY passage_id, sentence_index"
+    columns = cur.execute(sql).fetchnumpy()
+    sentences = (columns["passage_id"].astype("int64"), columns["page_sentence_index"].astype("int64"))
+    return DeltaLookups(DeltaTitles.of(con), origins, leads, delta_graph(con), sentences)
+
+
+def delta_graph(con: Any) -> Graph | None:
+    """The delta's facts as the base's graph lookups hold them (``indexer.graph_lookups``): a query's facts of a
+    delta page are then a binary search and a slice, not two SQL scans of the delta's triples, which cost a claim
+    more than the base's search with a large delta. The arrays are written to a scratch folder, mapped, and the
+    folder removed at once (the maps keep the files until the graph goes). None without facts, or where their
+    sentence spans are ambiguous (then the kg channel asks the delta in SQL)."""
+    from indexer import graph_lookups
+
+    if not con.execute("SELECT count(*) FROM triples").fetchall()[0][0]:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="wikiground-delta-graph-"))
+    try:
+        return graph_lookups.Graph(folder) if graph_lookups.write(con, folder) else None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

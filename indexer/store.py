@@ -545,6 +545,13 @@ class Store:
         held, lookups = self._delta_lookups
         return delta, lookups if held is delta else None
 
+    @property
+    def delta_graph(self) -> Graph | None:
+        """The delta's facts by subject (``indexer.delta_lookups.delta_graph``), as of the delta last read; None
+        where the kg channel asks the delta in SQL."""
+        _, lookups = self._delta_read()
+        return None if lookups is None else lookups.graph
+
     def delta_origins(self, page_ids: Iterable[int]) -> dict[int, tuple[str, str | None]]:
         """page_id -> (origin, revision time) of the pages among ``page_ids`` that the delta holds."""
         ids = sorted({int(i) for i in page_ids})
@@ -673,6 +680,9 @@ class Store:
             cur = con.cursor()
             rows.extend(self._run(con, lambda c=cur, ids_=mine: _evidence_rows(c, ids_)))
             known = lookups.sentence_ids(mine) if con is self._main and lookups is not None else None
+            held, in_memory = self._delta_lookups
+            if con is held and in_memory is not None:  # the delta's, read once per delta read
+                known = in_memory.sentence_ids(mine)
             if known is not None:
                 spans.update({pid: list(enumerate(sids)) for pid, sids in known.items()})
                 continue

@@ -72,11 +72,50 @@ def test_prepare_orders_the_facts_by_subject_and_keeps_them(delta):
     assert [r[0] for r in delta.execute("SELECT subject_page_id FROM triples").fetchall()] == [3, 3, 7, 9]
     spans = delta.execute("SELECT passage_id, sentence_index FROM sentence_spans").fetchall()  # the view still reads
     assert spans == [(2, 0), (2, 1), (5, 0), (5, 1)]
+    assert lookups.sentence_ids([5, 7, 2]) == {2: [0, 1], 5: [0, 1]}  # evidence's sentence ids, in sentence order
     assert (
         "paris" in lookups.titles.norms and "lutetia" in lookups.titles.norms
     )  # every redirect's key, its target held or not
     indexed = {r[0] for r in delta.execute("SELECT index_name FROM duckdb_indexes()").fetchall()}
     assert {"pages_title", "passages_page"} <= indexed
+
+
+def test_the_delta_graph_answers_as_the_kg_sql(delta):
+    """The delta's facts by subject (``delta_graph``) are the rows and sentence spans the kg channel's SQL over the
+    delta's triples gives: hop 1, and hop 2 by object page and by a claim word."""
+    import re
+
+    from backends.kg import _hop1_sql, _hop2_sql, _spans_sql
+
+    rows = [
+        (13, "Mercury", "orbits", "Sun", None, "infobox", 700, 1, 5),
+        (10, "Paris", "capital_of", "France", 20, "infobox", 500, 0, 5),
+        (10, "Paris", "mentions", "Seine", 21, "link", 501, 1, 5),
+        (10, "Paris", "category", "Capitals in Europe", None, "category", None, None, 5),
+        (13, "Mercury", "mentions", "Paris", 10, "link", 701, 0, 5),
+        (13, "Mercury", "mentions", "Venus", 22, "link", 700, 0, 5),
+    ]
+    delta.executemany("INSERT INTO triples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    sentences = [(500, 0, 0, "Paris is in France.", 0, 19), (501, 0, 1, "On the Seine.", 3, 16)]
+    sentences += [(700, 0, 0, "Mercury is near Venus.", 0, 22), (700, 1, 1, "It orbits the Sun.", 23, 41)]
+    sentences += [(701, 0, 0, "Paris named it.", 2, 17)]
+    delta.executemany("INSERT INTO sentences VALUES (?, ?, ?, ?, ?, ?)", sentences)
+    graph = prepare(delta).graph
+    spans = {(p, s): (a, b) for p, s, a, b in delta.execute(*_spans_sql([500, 501, 700, 701])).fetchall()}
+
+    def sql(query):
+        return [(*r, spans.get((r[6], r[7]))) for r in delta.execute(*query).fetchall()]
+
+    assert graph.facts([13, 10, 99]) == sql(_hop1_sql([13, 10, 99])) and len(graph.facts([10, 13])) == 6
+    both = sql(_hop1_sql([10, 13]))
+    assert (
+        graph.facts([10, 13], per_subject=2)
+        == [r for r in both if r[0] == 10][:2] + [r for r in both if r[0] == 13][:2]
+    )
+    for pattern in (r"\b(venus)", r"\b(sun|capitals)", None):
+        regex = re.compile(pattern, re.ASCII) if pattern else None
+        want = sql(_hop2_sql([10, 13], [10], pattern or r"^\b$", 50))
+        assert graph.facts_reaching([10, 13], [10], regex, 50) == want and want
 
 
 def _corpus(n: int) -> DeltaCorpus:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from backends import delta_parts
-from backends.delta_store import write_parts
+from backends.delta_store import PARTS_FORMATS, write_parts
 from fallback.delta import write_live_pages
 from fallback.live import LivePage
 from indexer.store import Store
@@ -180,13 +180,15 @@ def test_an_updated_index_opens_without_building_its_delta_parts(updated, tmp_pa
     assert all(delta_parts.built_in_memory.get(c, 0) == built.get(c, 0) + 1 for c in saved)
     assert sorted(p.parent.name for p in (copy / "delta").glob("parts-*/*/params.json")) == saved  # saved back
     (params,) = (copy / "delta").glob("parts-*/tfidf/params.json")
-    older = json.loads(params.read_text(encoding="utf-8")) | {"format_version": 0}
-    params.write_text(json.dumps(older), encoding="utf-8")
+    older = json.loads(params.read_text(encoding="utf-8")) | {"format_version": PARTS_FORMATS["tfidf"] - 1}
+    params.write_text(json.dumps(older), encoding="utf-8")  # the sparse matrix of format 1
     caplog.clear()
+    before = dict(delta_parts.built_in_memory)
     with caplog.at_level("WARNING", logger="backends.delta_store"):
         assert _answers(copy) == loaded
-    assert "tfidf part is missing or unreadable" in caplog.text
-    assert delta_parts.built_in_memory["tfidf"] == built.get("tfidf", 0) + 2
+    assert "tfidf part is missing or unreadable" in caplog.text and "older wikiground (format 1)" in caplog.text
+    assert delta_parts.built_in_memory == before | {"tfidf": built.get("tfidf", 0) + 2}  # the other parts are read
+    assert json.loads(params.read_text(encoding="utf-8"))["format_version"] == PARTS_FORMATS["tfidf"]
 
 
 def test_an_older_revision_is_skipped_with_a_message(updated, tmp_path):

@@ -1,0 +1,133 @@
+"""The TF-IDF delta part's postings (``backends.delta_scoring.TfidfPart``): walked as the base walks its own lists,
+with the base's posting budget cutting them where it cuts the base's, they give the scores of scoring every delta
+passage by brute force under the same cut."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from backends.delta_corpus import DeltaCorpus
+from backends.delta_scoring import TfidfPart
+from backends.tfidf import TfidfBackend, water_fill
+from backends.tfidf_postings import read_lists
+from indexer.store import Store
+
+CLAIMS = [
+    "Aristotle was a Greek philosopher and the teacher of Alexander the Great.",
+    "The film was directed by an American director in the United States of America.",
+    "Alabama is a state in the southeastern region of the United States.",
+    "the of and in to a is was",
+]
+
+
+def _corpus(store: Store, n: int) -> DeltaCorpus:
+    rows = store.rows(
+        "SELECT passage_id, page_id, title, heading_path, text FROM passages ORDER BY passage_id LIMIT ?", [n]
+    )
+    return DeltaCorpus(
+        np.array([r[0] for r in rows]),
+        np.array([r[1] for r in rows]),
+        [r[2] for r in rows],
+        [r[3] for r in rows],
+        [r[4] for r in rows],
+        np.arange(len(rows)),
+    )
+
+
+def _cuts(base: TfidfBackend, tids: np.ndarray) -> np.ndarray:
+    """The lowest weight the base reads of each list, by decoding what it reads (reference for ``base_cut``)."""
+    ends = base._indptr[tids + 1]
+    lengths = ends - base._indptr[tids]
+    take = water_fill(lengths, base.posting_budget)
+    _, weights = read_lists(base._indices, base._weights, ends, take, base._wlo[tids], base._wstep[tids], base._id_bits)
+    cuts, at = [], 0
+    for n, length in zip(take.tolist(), lengths.tolist()):
+        cuts.append(-np.inf if n == length else (weights[at] if n else np.inf))
+        at += n
+    return np.array(cuts, dtype=np.float32)
+
+
+def _brute_force(part: TfidfPart, claim: str, k: int) -> list[tuple[int, float]]:
+    """Every corpus passage scored from its whole vector (the part's postings laid out as a dense matrix), a term
+    counted where its weight reaches the base's cut, summed in float32 in term order."""
+    tids, q = part.base.vectorize(claim)
+    dense = np.zeros((len(part.corpus), len(part.columns)), dtype=np.float32)
+    for j in range(len(part.columns)):
+        a, b = part.indptr[j], part.indptr[j + 1]
+        dense[part.rows[a:b], j] = part.weights[a:b]
+    scores = np.zeros(len(part.corpus), dtype=np.float32)
+    for t, w, cut in zip(tids.tolist(), q.tolist(), _cuts(part.base, tids).tolist()):
+        j = np.searchsorted(part.columns, t)
+        if j < len(part.columns) and part.columns[j] == t:
+            col = dense[:, j]
+            scores += np.where((col > 0) & (col >= cut), col * np.float32(w), np.float32(0))
+    order = sorted(np.flatnonzero(scores > 0), key=lambda r: (-scores[r], part.corpus.passage_ids[r]))[:k]
+    return [(int(part.corpus.passage_ids[r]), float(scores[r])) for r in order]
+
+
+@pytest.mark.parametrize("budget", [60, 400, 10**9])
+def test_tfidf_delta_postings_score_as_brute_force_under_the_base_cut(gensim_tfidf, budget):
+    base = TfidfBackend(gensim_tfidf / "tfidf", posting_budget=budget)
+    with Store.open(gensim_tfidf) as store:
+        part = TfidfPart(base, _corpus(store, 600))
+    cut_somewhere = False
+    for claim in CLAIMS:
+        tids, _ = base.vectorize(claim)
+        assert np.array_equal(part.base_cut(tids), _cuts(base, tids))
+        cut_somewhere |= bool(np.isfinite(part.base_cut(tids)).any())
+        hits = part.search_batch([claim], 20)[0]
+        assert [(h.passage_id, h.score) for h in hits] == _brute_force(part, claim, 20)
+        assert hits
+    assert cut_somewhere == (budget < 10**9)  # the small budgets cut lists, the large one reads them whole
+
+
+def test_without_a_cut_the_postings_give_the_base_hits(gensim_tfidf):
+    """Base passages scored by the part, with no list cut: the base's own hits and scores (in float32, summed in
+    the base's order)."""
+    base = TfidfBackend(gensim_tfidf / "tfidf", posting_budget=10**9)
+    with Store.open(gensim_tfidf) as store:
+        n = store.count("passages")
+        part = TfidfPart(base, _corpus(store, n))
+    for claim in CLAIMS:
+        mine = [(h.passage_id, h.score) for h in part.search_batch([claim], 10)[0]]
+        theirs = [(h.passage_id, h.score) for h in base.search(claim, 10)]
+        assert [m[0] for m in mine] == [t[0] for t in theirs]
+        assert np.allclose([m[1] for m in mine], [t[1] for t in theirs], rtol=0, atol=1e-5)
+
+
+BM25_CLAIMS = [
+    *CLAIMS[:3],
+    "Achilles was a hero of the Trojan War and the son of Peleus.",
+    "Anarchism is a political philosophy.",
+]
+
+
+def test_bm25_delta_lists_by_impact_score_as_every_row_and_as_lucene(gensim_index, monkeypatch):
+    """Every base passage as the BM25 delta part's corpus: its bounded reading of the lists (MaxScore over lists by
+    impact) gives the hits of scoring every row, and those are Lucene's own top hits."""
+    from backends import bm25_delta, load
+
+    with Store.open(gensim_index) as store:
+        bm25 = load("bm25", gensim_index, store=store)
+        try:
+            part = bm25_delta.BM25Part(bm25, _corpus(store, store.count("passages")))
+            pruned = False
+            for claim in BM25_CLAIMS:
+                monkeypatch.setattr(bm25_delta, "PRUNE_FROM", 0)
+                bounded = part.search_batch([claim], 10)[0]
+                counts = Counter(part._analyze(part._analyzer, claim).toArray())
+                lists = part._lists(counts)
+                read, _ = bm25_delta._scores(lists, 10, len(part.corpus))
+                pruned |= len(read) < len(np.unique(np.concatenate([t.rows for t in lists])))
+                monkeypatch.setattr(bm25_delta, "PRUNE_FROM", 10**12)
+                whole = part.search_batch([claim], 10)[0]
+                assert [(h.passage_id, h.score) for h in bounded] == [(h.passage_id, h.score) for h in whole]
+                assert [(h.passage_id, h.score) for h in whole] == [
+                    (h.passage_id, h.score) for h in bm25.search(claim, 10)
+                ]
+            assert pruned  # the bounds left rows unread
+        finally:
+            bm25.close()
