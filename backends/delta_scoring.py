@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from backends import tfidf_postings
 from backends.delta_corpus import DeltaCorpus, top_hits
 
 KEY_BYTES = 12  # a passage text's blake2b digest: the dense part's key of a vector it need not compute again
@@ -117,24 +118,9 @@ class TfidfPart:
         if not len(tids) or not len(self.columns) or k <= 0:
             return []
         starts, ends = self._ranges(tids)
-        acc = getattr(self._local, "acc", None)
-        if acc is None:
-            acc = self._local.acc = np.zeros(len(self.corpus), dtype=np.float32)
-        fresh = []
-        try:
-            for a, b, w in zip(starts, ends, weights.tolist()):
-                if a < b:
-                    rows = self.rows[a:b]
-                    cur = acc[rows]
-                    fresh.append(rows[cur == 0])  # a passage's first term: weights are > 0
-                    acc[rows] = cur + self.weights[a:b] * np.float32(w)
-            ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int32)
-            scores = acc[ids]
-            acc[ids] = 0  # clean for the next query
-        except BaseException:
-            self._local.acc = None  # interrupted half-way: never reuse a dirty accumulator
-            raise
-        return top_hits(self.corpus, scores, k, self.base.name, ids.astype(np.int64))
+        lists = ((self.rows[a:b], self.weights[a:b], w) for a, b, w in zip(starts, ends, weights.tolist()) if a < b)
+        ids, scores = tfidf_postings.accumulate(self._local, len(self.corpus), lists)
+        return top_hits(self.corpus, scores, k, self.base.name, ids)
 
 
 class DensePart:

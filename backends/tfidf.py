@@ -290,12 +290,6 @@ class TfidfBackend:
         """(term ids, weights) of the L2-normalised TF-IDF vector of ``text`` (buckets no passage filled dropped)."""
         return self.vectorize_many([text])[0]
 
-    def _accumulator(self) -> np.ndarray:
-        acc = getattr(self._local, "acc", None)
-        if acc is None:
-            acc = self._local.acc = np.zeros(len(self), dtype=np.float32)  # zero pages cost nothing until touched
-        return acc
-
     def _scores(self, tids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Passage ids with a non-zero score and their scores, reading at most ``posting_budget`` postings."""
         ends = self._indptr[tids + 1]
@@ -303,25 +297,13 @@ class TfidfBackend:
         rows_all, weights_all = postings.read_lists(
             self._indices, self._weights, ends, take, self._wlo[tids], self._wstep[tids], self._id_bits
         )
-        acc = self._accumulator()
-        fresh = []
-        try:
-            a = 0
-            for count, w in zip(take.tolist(), weights.tolist()):
-                if not count:
-                    continue
-                rows, b = rows_all[a : a + count], a + count  # the list's high-weight end
-                cur = acc[rows]
-                fresh.append(rows[cur == 0])  # a passage's first term: weights are > 0, so 0 means untouched
-                acc[rows] = cur + weights_all[a:b] * np.float32(w)
-                a = b
-            ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int32)
-            scores = acc[ids]
-            acc[ids] = 0  # clean for the next query
-        except BaseException:
-            self._local.acc = None  # interrupted half-way: never reuse a dirty accumulator
-            raise
-        return ids.astype(np.int64), scores
+        bounds = np.concatenate([[0], np.cumsum(take)]).tolist()
+        lists = (
+            (rows_all[a:b], weights_all[a:b], w)
+            for a, b, w in zip(bounds[:-1], bounds[1:], weights.tolist())
+            if a < b  # the list's high-weight end
+        )
+        return postings.accumulate(self._local, len(self), lists)
 
     def _top(self, vector: tuple[np.ndarray, np.ndarray], k: int) -> list[Hit]:
         if not len(vector[0]) or k == 0:

@@ -284,6 +284,28 @@ def read_lists(
     return ids, weights
 
 
+def accumulate(local: Any, size: int, lists: Iterable[tuple[np.ndarray, np.ndarray, float]]):
+    """(passages touched, their summed scores) of ``lists``: each a query term's (passages, their weights, the
+    term's query weight), summed in the calling thread's accumulator ``local.acc`` of ``size`` passages (made on
+    first use, cleaned after, dropped if interrupted half-way)."""
+    acc = getattr(local, "acc", None)
+    if acc is None:
+        acc = local.acc = np.zeros(size, dtype=np.float32)  # zero pages cost nothing until touched
+    fresh = []
+    try:
+        for rows, row_weights, w in lists:
+            cur = acc[rows]
+            fresh.append(rows[cur == 0])  # a passage's first term: weights are > 0, so 0 means untouched
+            acc[rows] = cur + row_weights * np.float32(w)
+        ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int32)
+        scores = acc[ids]
+        acc[ids] = 0  # clean for the next query
+    except BaseException:
+        local.acc = None  # never reuse a dirty accumulator
+        raise
+    return ids.astype(np.int64), scores
+
+
 def _kept_tail(df: np.ndarray, keep: int) -> tuple[np.ndarray | slice, np.ndarray]:
     """(which of the lists of ``df`` entries laid end to end stay: each list's last ``keep``, kept lengths)."""
     lengths = np.minimum(df, keep).astype(np.int64)
@@ -321,10 +343,15 @@ def range_path(spill_dir: Path, r: int, kind: str = "range") -> Path:
     return spill_dir / (f"range-{r:04d}.bin" if kind == "range" else f"kept-{r:04d}.npy")
 
 
+def spilled_entries(path: Path) -> int:
+    """Records in a range's spill file (fillers included): whether it is held whole or read in pieces."""
+    return os.path.getsize(path) // SPILL.itemsize
+
+
 def range_entries(path: Path, lo: int, width: int, sublinear: bool, chunk: int) -> Iterator[np.ndarray]:
     """The decoded entries of one range's spill file, at most ``chunk`` at a time (each passage's gap carried from
     the piece before): a range holding a common word's bucket grows with the corpus, so it is never read whole."""
-    total = os.path.getsize(path) // SPILL.itemsize
+    total = spilled_entries(path)
     if total <= chunk:
         yield _decode(np.fromfile(path, dtype=SPILL), lo, width, sublinear, 0)[0]
         return
@@ -361,7 +388,7 @@ def df_and_norms(
     terms = nnz = 0
     for r in range(ranges):
         lo, path = r * width, range_path(spill_dir, r)
-        whole = os.path.getsize(path) // SPILL.itemsize <= cap
+        whole = spilled_entries(path) <= cap
         df, held = np.zeros(width, dtype=np.int64), None
         for rec in range_entries(path, lo, width, sublinear, cap):
             df += np.bincount(rec["bucket"] - lo, minlength=width)
@@ -497,7 +524,7 @@ def write_postings(
         for r in range(ranges):
             lo, path, kept_path = r * width, range_path(spill_dir, r), range_path(spill_dir, r, "kept")
             kept = np.load(kept_path)
-            if os.path.getsize(path) // SPILL.itemsize <= cap:
+            if spilled_entries(path) <= cap:
                 (rec,) = range_entries(path, lo, width, sublinear, cap)
                 path.unlink()
                 out.add(kept, *_lists(rec, kept, lo, width, n, norms, keep))
