@@ -20,7 +20,6 @@ import itertools
 import json
 import logging
 import pickle
-import random
 import time
 from collections import Counter
 from pathlib import Path
@@ -110,12 +109,9 @@ def _subsets(found, titles, weights, golds) -> tuple[dict[str, dict[str, float]]
 
 def _folds(n: int) -> list[int]:
     """Each claim's fold, 0..FOLDS-1 (a fixed shuffle)."""
-    order = list(range(n))
-    random.Random(SEED).shuffle(order)
-    fold = [0] * n
-    for i, j in enumerate(order):
-        fold[j] = i % FOLDS
-    return fold
+    from benchmarks.rank1_fit import split
+
+    return split(n, FOLDS, SEED)
 
 
 def _cross_validated(sets: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, float]], list[str]]:

@@ -70,7 +70,7 @@ def _r1(claims: list[dict[str, Any]], w: np.ndarray) -> float:
 
 def choose_c(by_set: dict[str, list[dict[str, Any]]], seed: int) -> float:
     """C with the best summed R@1 over the sets on an inner cross-validation (ties: the smaller C)."""
-    inner = {name: _split(len(claims), INNER, seed) for name, claims in by_set.items()}
+    inner = {name: split(len(claims), INNER, seed) for name, claims in by_set.items()}
 
     def score(c: float) -> float:
         total = 0.0
@@ -83,7 +83,8 @@ def choose_c(by_set: dict[str, list[dict[str, Any]]], seed: int) -> float:
     return max(C_GRID, key=lambda c: (score(c), -c))
 
 
-def _split(n: int, folds: int, seed: int) -> list[int]:
+def split(n: int, folds: int, seed: int) -> list[int]:
+    """Each of ``n`` items' fold, 0..folds-1: a shuffle seeded by ``seed``, dealt round."""
     order = list(range(n))
     random.Random(seed).shuffle(order)
     fold = [0] * n
