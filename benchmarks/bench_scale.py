@@ -211,7 +211,18 @@ def measure_build(dump: Path, index: Path, *, indexes: str = INDEXES, memory: st
         "disk_mb": disk,
         "dump_mb": dump.stat().st_size / 2**20,
         "resource_estimate": [line for line in log_lines if "estimated peak" in line],
+        "jvm_heap": _jvm_heap(log_lines),
     }
+
+
+def _jvm_heap(lines: list[str]) -> dict[str, float] | None:
+    """The BM25 stage's JVM heap, peak committed and cap (MB), from its log line: the part of that stage's RSS
+    that stops growing at the cap."""
+    for line in lines:
+        m = re.search(r"JVM heap peaked at (\d+) MB committed, of its (\d+) MB cap", line)
+        if m:
+            return {"peak_committed_mb": float(m.group(1)), "cap_mb": float(m.group(2))}
+    return None
 
 
 def _follow_stderr(proc: subprocess.Popen, sampler: TreeSampler) -> list[str]:
@@ -443,14 +454,26 @@ def _built(index: Path, dump: Path) -> bool:
     return bool(same) and all(c in m.get("indexes", {}) for c in INDEXES.split(","))
 
 
+def _measured(cached: dict, info: dict, claims: Path) -> bool:
+    """Whether ``cached`` holds a whole size's figures for the dump ``info`` describes and these claims."""
+    keys = ("bytes", "target_passages", "seed", "generator")
+    same_dump = all(cached.get("dump", {}).get(k) == info.get(k) for k in keys)
+    return same_dump and "queries" in cached and cached.get("claims") == claims.name
+
+
 def run_size(shared: Path, out: Path, size: str, claims: Path, golds: list, n_latency: int) -> dict[str, Any]:
     dump, info = _dump_for(shared, out, size)
     index = out / f"idx-{size}"
     cache = out / f"scale-{size}.json"
     result: dict[str, Any] = {"size": size, "dump": info, "claims": claims.name}
-    if cache.is_file() and _built(index, dump):
-        cached = json.loads(cache.read_text())
-        if "queries" in cached and cached.get("claims") == claims.name:  # a rerun after a later step failed
+    cached = json.loads(cache.read_text()) if cache.is_file() else {}
+    if not index.exists() and _measured(cached, info, claims):
+        # A larger size needs the disk: a finished size's index may be deleted and its figures kept, as long as
+        # they were measured on this very dump with these claims.
+        log.info("%s: index deleted, its measured figures kept (%s)", size, cache)
+        return cached
+    if cached and _built(index, dump):
+        if _measured(cached, info, claims):  # a rerun after a later step failed
             return cached
         result["build"] = cached["build"]
     else:
@@ -718,6 +741,13 @@ def report(results: list[dict], ref: dict | None, n_claims: int, n_latency: int)
         "\nThe build's own pre-build estimate (`indexer.build` resource check, from the input's first 2 MB):\n",
         "\n".join(
             f"- {r['size']}: {'; '.join(r['build'].get('resource_estimate') or ['(none logged)'])}" for r in results
+        ),
+        "\nThe BM25 stage's JVM heap (its log line), peak committed of its cap:\n",
+        "\n".join(
+            f"- {r['size']}: {h['peak_committed_mb']:.0f} of {h['cap_mb']:.0f} MB"
+            if (h := r["build"].get("jvm_heap"))
+            else f"- {r['size']}: (not recorded)"
+            for r in results
         ),
         f"\n### Queries ({n_latency} claims for latency, {n_claims} FEVER dev claims for batch and recall)\n",
         "Latency: one process, everything warmed up, `channel_search` per channel and `search` fused (k=10; fused "
