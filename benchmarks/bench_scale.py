@@ -172,18 +172,23 @@ logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(messag
 from indexer.build import build_index
 from wikiground.system import parse_size
 if __name__ == "__main__":
-    memory = parse_size(sys.argv[4]) if len(sys.argv) > 4 else None
-    build_index([sys.argv[1]], sys.argv[2], indexes=tuple(sys.argv[3].split(",")), progress=False, memory=memory)
+    memory = parse_size(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[4] else None
+    resume = len(sys.argv) > 5 and sys.argv[5] == "resume"
+    indexes = tuple(sys.argv[3].split(","))
+    build_index([sys.argv[1]], sys.argv[2], indexes=indexes, progress=False, memory=memory, resume=resume)
 """
 
 
-def measure_build(dump: Path, index: Path, *, indexes: str = INDEXES, memory: str | None = None) -> dict[str, Any]:
+def measure_build(
+    dump: Path, index: Path, *, indexes: str = INDEXES, memory: str | None = None, resume: bool = False
+) -> dict[str, Any]:
     """Build ``index`` from ``dump`` in a child process and measure each stage (see the module doc); ``memory``:
-    the build's ``--memory`` (default: the build's own default)."""
+    the build's ``--memory`` (default: the build's own default); ``resume``: continue a cut-off build (``--resume``),
+    whose finished stages are then not measured: only the stages it ran are kept."""
     from wikiground.layout import build_tmp_prefix
 
     index.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [PY, "-c", _BUILD_SCRIPT, str(dump), str(index), indexes, *([memory] if memory else [])]
+    cmd = [PY, "-c", _BUILD_SCRIPT, str(dump), str(index), indexes, memory or "", *(["resume"] if resume else [])]
     started = time.time()
     proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.PIPE)
     sampler = TreeSampler(proc.pid, index.parent, build_tmp_prefix(index))
@@ -196,13 +201,17 @@ def measure_build(dump: Path, index: Path, *, indexes: str = INDEXES, memory: st
         raise RuntimeError(f"build of {index} failed ({proc.returncode}):\n" + "\n".join(log_lines[-30:]))
     cpu_end = usage.ru_utime + usage.ru_stime  # the build and every descendant it reaped
     stages = sampler.stages(end, max(cpu_end, sampler.samples[-1][2] if sampler.samples else 0.0))
+    if resume:  # what ran before the first channel was the check of the kept stages, not ingest
+        stages = {k: v for k, v in stages.items() if k not in ("ingest", "store_finish")}
     manifest = json.loads((index / "manifest.json").read_text())
     disk = _disk(index)
     for name, mb in disk.items():
         if name in stages:
             stages[name]["disk_mb"] = mb
-    stages.setdefault("store_finish", {})["disk_mb"] = disk.get("store", 0.0)
+    if not resume:
+        stages.setdefault("store_finish", {})["disk_mb"] = disk.get("store", 0.0)
     return {
+        "resumed": resume,
         "stages": stages,
         "wall_s": end - started,
         "peak_rss_mb": max(s[1] for s in sampler.samples) / 2**20,
