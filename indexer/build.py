@@ -913,7 +913,10 @@ def _check_resources(paths: Sequence[Path], out: Path, plan: _Plan) -> None:
     est = estimate_resources(
         paths, plan.indexes, workers=plan.workers, passage_words=plan.passage_words, memory=plan.memory
     )
-    free_disk = shutil.disk_usage(out.parent).free
+    # What cut-off builds of ``out`` left is this build's too: a resumed build continues in it, a new one removes
+    # it first (remove_stale_temps). Counted as taken, it refused to resume a build from its own finished stages.
+    kept = _cut_off_bytes(out)
+    free_disk = shutil.disk_usage(out.parent).free + kept
     ram_total, ram_free = _memory()
     gb = 2**30
     head = f"{total / gb:.1f} GB of input, about {est['passages'] / 1e6:.1f}M passages"
@@ -935,6 +938,8 @@ def _check_resources(paths: Sequence[Path], out: Path, plan: _Plan) -> None:
             f"memory: peak about {est['ram_bytes'] / gb:.1f} GB, {ram_free / gb:.1f} GB available now "
             "(--memory SIZE gives the build less)"
         )
+    if kept:
+        head += f" ({kept / gb:.1f} GB of it on disk already, in a cut-off build's folder)"
     for w in warnings:
         logger.warning("%s: %s; %s", out, head, w)
     if problems:
@@ -952,6 +957,16 @@ def _check_resources(paths: Sequence[Path], out: Path, plan: _Plan) -> None:
         est["peak_disk_bytes"] / gb,
         est["ram_bytes"] / gb,
     )
+
+
+def _cut_off_bytes(out: Path) -> int:
+    """Bytes in the temporary folders that earlier, cut-off builds of ``out`` left beside it."""
+    prefix, total = build_tmp_prefix(out), 0
+    with contextlib.suppress(OSError):
+        for entry in out.parent.iterdir():
+            if entry.name.startswith(prefix) and entry.is_dir() and not entry.is_symlink():
+                total += sum(f.stat().st_blocks * 512 for f in entry.rglob("*") if f.is_file() and not f.is_symlink())
+    return total
 
 
 def _memory() -> tuple[int, int]:

@@ -65,3 +65,20 @@ def test_estimate_tracks_real_passage_count(gensim_dump, gensim_store, monkeypat
     with_tfidf = estimate_resources([gensim_dump], ("bm25", "tfidf"), workers=2, passage_words=100)
     spill = with_tfidf["peak_disk_bytes"] - with_tfidf["disk_bytes"]
     assert spill == pytest.approx(build_mod.TFIDF_SPILL_PER_PASSAGE * with_tfidf["passages"])
+
+
+def test_a_cut_off_builds_folder_counts_as_free(gensim_dump, tmp_path, monkeypatch, checked):
+    """What a cut-off build left is reused (--resume) or removed first: a resume must not be refused for the disk
+    its own finished stages hold."""
+    from wikiground.layout import build_tmp_prefix
+
+    out = tmp_path / "idx"
+    plan = build_mod._plan(("bm25", "tfidf"), (0,), 1, False, None, build_mod.DEFAULT_MAX_PAGE_CHARS, 100, None)
+    need = int(estimate_resources([gensim_dump], plan.indexes, workers=1, passage_words=100)["peak_disk_bytes"])
+    monkeypatch.setattr(build_mod.shutil, "disk_usage", lambda _: SimpleNamespace(total=GB, used=GB, free=need // 2))
+    with pytest.raises(BuildError, match="disk"):
+        build_mod._check_resources([gensim_dump], out, plan)
+    kept = tmp_path / f"{build_tmp_prefix(out)}cut"
+    kept.mkdir()
+    (kept / "wiki.duckdb").write_bytes(b"\1" * (need // 2 + (1 << 20)))
+    build_mod._check_resources([gensim_dump], out, plan)  # no refusal: the kept half and the free half suffice
