@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -116,16 +116,19 @@ _LEAD_SQL = (
 EVIDENCE_KEYS_PER_QUERY = 64
 
 
-def _evidence_rows(cur: Any, ids: Sequence[int]) -> list[tuple]:
+def _evidence_rows(cur: Any, ids: Sequence[int], known_pages: Mapping[int, tuple] | None = None) -> list[tuple]:
     """The evidence rows: passages with their page's columns after them, by passage id, in slices of
     :data:`EVIDENCE_KEYS_PER_QUERY`. Two point lookups, not a join: DuckDB builds a join's hash table over the pages
-    side, whose memory grows with the corpus, while a lookup by keys reads only the blocks that hold them."""
+    side, whose memory grows with the corpus, while a lookup by keys reads only the blocks that hold them.
+    ``known_pages``: every page's row of ``_EVIDENCE_PAGE_COLS`` by page id, read from it instead (the delta's)."""
     rows: list[tuple] = []
     for at in range(0, len(ids), EVIDENCE_KEYS_PER_QUERY):
         keys, params = in_keys(ids[at : at + EVIDENCE_KEYS_PER_QUERY])
         rows.extend(cur.execute(f"SELECT {_PASSAGE_COLS} FROM passages WHERE passage_id IN {keys}", params).fetchall())
     if not rows:
         return []
+    if known_pages is not None:
+        return [(*r, *known_pages[int(r[1])]) for r in rows if int(r[1]) in known_pages]
     page_ids = sorted({int(r[1]) for r in rows})
     pages: dict[int, tuple] = {}
     for at in range(0, len(page_ids), EVIDENCE_KEYS_PER_QUERY):
@@ -527,7 +530,7 @@ class Store:
             # The replaced connection is not closed here: another thread may be reading it (it is garbage
             # collected once no cursor holds it).
             delta, listing = open_delta(self.path)
-            lookups = delta_lookups.prepare(delta) if delta is not None else None
+            lookups = delta_lookups.prepare(delta, _EVIDENCE_PAGE_COLS) if delta is not None else None
             self._shadow = _shadow_of(delta, listing)
             self._delta_lookups = (delta, lookups)
             self._delta, self._delta_listing = delta, listing
@@ -678,10 +681,12 @@ class Store:
             if not mine:
                 continue
             cur = con.cursor()
-            rows.extend(self._run(con, lambda c=cur, ids_=mine: _evidence_rows(c, ids_)))
-            known = lookups.sentence_ids(mine) if con is self._main and lookups is not None else None
             held, in_memory = self._delta_lookups
-            if con is held and in_memory is not None:  # the delta's, read once per delta read
+            in_memory = in_memory if con is held else None  # the delta's, read once per delta read
+            pages = in_memory.pages if in_memory is not None else None
+            rows.extend(self._run(con, lambda c=cur, ids_=mine, p=pages: _evidence_rows(c, ids_, p)))
+            known = lookups.sentence_ids(mine) if con is self._main and lookups is not None else None
+            if in_memory is not None:
                 known = in_memory.sentence_ids(mine)
             if known is not None:
                 spans.update({pid: list(enumerate(sids)) for pid, sids in known.items()})
