@@ -199,14 +199,18 @@ def _scores(lists: list[Terms], k: int, n: int, floor: float = 0.0) -> tuple[np.
     of each list give a k-th best score ``theta``; lists whose bounds sum below ``theta`` are read only where a row
     could still reach it. Each row's terms are summed in the lists' order either way, so the scores are those of
     scoring every row (a pass over every delta passage cost as much as the base's search with a large delta).
-    ``floor``: a score below which a row is of no use to the caller (the base's k-th best hit once merged), which
-    may raise ``theta``; rows below it may then be left out."""
+    ``floor``: a score below which a row is of no use to the caller (the base's k-th best hit once merged); where
+    there is one, it is ``theta``, and rows below it may be left out: the best ``k`` of each list need not be
+    scored first to find a ``theta``, which cost about as much as scoring the rows the bounds leave."""
     if sum(len(t.rows) for t in lists) <= PRUNE_FROM or k <= 0:
         return _whole(lists, n)
+    if floor > ROUNDING:
+        reach = _reach(lists, (floor - ROUNDING) * (1 - SLACK))
+        ids = _distinct([t.by_impact[:r] for t, r in zip(lists, reach, strict=True)])
+        return ids, _exact(lists, ids, n)
     pool = _distinct([t.by_impact[:k] for t in lists])
     scores = _exact(lists, pool, n)
     theta = float(np.partition(scores, len(scores) - k)[len(scores) - k]) - ROUNDING if len(pool) >= k else 0.0
-    theta = max(theta, floor - ROUNDING)
     reach = _reach(lists, theta * (1 - SLACK)) if theta > 0 else [len(t.rows) for t in lists]
     more = [t.by_impact[:r] for t, r in zip(lists, reach, strict=True) if r > k]
     if not more:
@@ -286,7 +290,8 @@ def _exact(lists: list[Terms], ids: np.ndarray, n: int) -> np.ndarray:
                 at, rows, tf = place[hit], t.rows[hit], t.tfs[hit].astype(np.float64)
             else:
                 # ids in the list's dtype: a mixed search would cast the whole list first, what searching avoids
-                found = np.minimum(np.searchsorted(t.rows, ids.astype(t.rows.dtype)), max(len(t.rows) - 1, 0))
+                wanted = ids.astype(t.rows.dtype, copy=False)
+                found = np.minimum(np.searchsorted(t.rows, wanted), max(len(t.rows) - 1, 0))
                 hit = t.rows[found] == ids if len(t.rows) else np.zeros(len(ids), dtype=bool)
                 at, rows, tf = np.flatnonzero(hit), ids[hit], t.tfs[found[hit]].astype(np.float64)
             acc[at] = acc[at] + t.q * tf / (tf + t.norms[rows])

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,7 +25,14 @@ from indexer.store_memory import MemoryFit, limit_bytes
 from indexer.trust import refuse_links
 from indexer.verify import listed_files
 from wikiground.errors import IndexChangedError, IndexCorruptError, IndexFormatError, IndexMissingError
-from wikiground.layout import LIVE_PASSAGE_ID_BASE, LOOKUPS_DIR, MANIFEST_FILE, STORE_FILE, delta_segments
+from wikiground.layout import (
+    LIVE_PASSAGE_ID_BASE,
+    LOOKUPS_DIR,
+    MANIFEST_FILE,
+    STORE_FILE,
+    delta_dir,
+    delta_segments,
+)
 from wikiground.records import Page, Passage
 from wikiground.text import canonical_title, normalize_title
 
@@ -440,6 +448,24 @@ def delta_revisions(index_dir: Path) -> set[tuple[int, int | None]]:
         con.close()
 
 
+# How long after its last change a folder's mtime is trusted to say it has not changed since: a change made within
+# the same clock tick as an earlier look leaves the mtime as it was, and ticks are at most milliseconds.
+SETTLED_NS = 1_000_000_000
+
+
+def _settled_stamp(folder: Path) -> tuple | None:
+    """The delta folder's identity and mtime, or None where it is missing or changed within ``SETTLED_NS``. A writer
+    adds or removes a segment by renaming it (segments are immutable), which sets the folder's mtime: while the
+    stamp is the one of the last listing, the listing is the same."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    if time.time_ns() - st.st_mtime_ns < SETTLED_NS:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns)
+
+
 def _listing(segments: list[Path]) -> tuple:
     out = []
     for seg in segments:
@@ -464,6 +490,8 @@ class Store:
         self._main = con
         self._delta = delta
         self._delta_listing: tuple = ()
+        self._delta_stamp: tuple | None = None  # the delta folder's settled stamp when last listed
+        self._delta_folder = delta_dir(path) if path is not None else None
         self._shadow = DeltaShadow()
         self._delta_lookups: tuple[Any, DeltaLookups | None] = (None, None)  # (the delta read, its lookups)
         self._lock = threading.Lock()
@@ -521,8 +549,13 @@ class Store:
         """Read the delta again if segments were added or removed since it was last read."""
         if self.path is None:
             return
+        # Called several times a query: one stat of the folder while it is unchanged, not a listing of it.
+        stamp = _settled_stamp(self._delta_folder)  # before the listing: a change after it shows next time
+        if stamp is not None and stamp == self._delta_stamp:
+            return
         listing = _listing(delta_segments(self.path))
         if listing == self._delta_listing:
+            self._delta_stamp = stamp
             return
         with self._lock:
             if listing == self._delta_listing:
@@ -534,6 +567,7 @@ class Store:
             self._shadow = _shadow_of(delta, listing)
             self._delta_lookups = (delta, lookups)
             self._delta, self._delta_listing = delta, listing
+            self._delta_stamp = None  # listed again next time: open_delta listed the folder after the stamp
 
     @property
     def shadow(self) -> DeltaShadow:
