@@ -16,14 +16,17 @@ whole per query.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from backends.bm25 import prepare_query
-from backends.delta_corpus import DeltaCorpus, top_hits
+from backends.delta_corpus import DeltaCorpus, merge_floor, top_hits
 
 SEPARATOR = "qqxqqxqq"  # a token the analyzer keeps as it is: many passages analysed in one call, split at it
 ANALYZE_CHARS = 200_000  # text handed to the analyzer per call
@@ -86,7 +89,8 @@ class BM25Part:
         part._attach(base, corpus)
         if list(part.fields) != params["fields"]:
             raise ValueError(f"parts of fields {params['fields']}, the base searches {list(part.fields)}")
-        part.norms = {field: arrays[f"{i}.norms"] for i, field in enumerate(part.fields)}
+        # Plain views of the maps: a np.memmap's slice or gather is a memmap object, dearer to make per term.
+        part.norms = {field: np.asarray(arrays[f"{i}.norms"]) for i, field in enumerate(part.fields)}
         part.postings = {
             field: SavedPostings({k: arrays[f"{i}.{k}"] for k in SavedPostings.ARRAYS})
             for i, field in enumerate(part.fields)
@@ -124,9 +128,11 @@ class BM25Part:
             value = self._idf[key] = float(np.log(1 + (n - df + 0.5) / (df + 0.5)))
         return value
 
-    def search_batch(self, queries: list[str], k: int) -> list[list]:
+    def search_batch(self, queries: list[str], k: int, floors: list[float] | None = None) -> list[list]:
+        """The delta's ``k`` best hits of each query; with ``floors``, without those scoring below its floor
+        (:func:`backends.delta_corpus.merge_floor`)."""
         out = []
-        for query in queries:
+        for query, floor in zip(queries, floors or [0.0] * len(queries), strict=True):
             text = prepare_query(query)
             if not text:
                 out.append([])
@@ -134,9 +140,18 @@ class BM25Part:
             with self.base._lock:
                 counts = Counter(self._analyze(self._analyzer, text).toArray())
                 lists = self._lists(counts)
-            ids, scores = _scores(lists, k, len(self.corpus))
-            out.append(top_hits(self.corpus, np.round(scores, 4), k, self.base.name, ids))
+            ids, scores = _scores(lists, k, len(self.corpus), floor)
+            out.append(top_hits(self.corpus, np.round(scores, 4), k, self.base.name, ids, floor))
         return out
+
+    def search_with_base(
+        self, queries: list[str], k: int, base_k: int, hidden: frozenset[int] = frozenset()
+    ) -> tuple[list[list], list[list]]:
+        """The base's ``base_k`` best hits and the delta's ``k``, the base's first: the k-th best of its hits that
+        stay once merged (``hidden``: the pages whose base hits are dropped) bounds from below what a delta row must
+        score to be of use, so that fewer rows are scored exactly."""
+        base_hits = self.base.search_batch(queries, base_k)
+        return base_hits, self.search_batch(queries, k, [merge_floor(hits, hidden, k) for hits in base_hits])
 
     def _lists(self, counts: Counter) -> list[Terms]:
         """The query's postings lists in the delta, in the order their scores are summed (field, then term)."""
@@ -178,14 +193,21 @@ PRUNE_FROM = 20_000  # postings a query's lists hold from which they are not sco
 SEARCH_FROM = 16  # a list this many times longer than the rows asked is searched for them, not read
 
 
-def _scores(lists: list[Terms], k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _scores(lists: list[Terms], k: int, n: int, floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """The rows that may be among the ``k`` best of ``n`` and their exact scores: every row the lists reach when
     they are short; else the rows a bound cannot rule out (MaxScore, over lists ordered by impact): the best ``k``
     of each list give a k-th best score ``theta``; lists whose bounds sum below ``theta`` are read only where a row
     could still reach it. Each row's terms are summed in the lists' order either way, so the scores are those of
-    scoring every row (a pass over every delta passage cost as much as the base's search with a large delta)."""
+    scoring every row (a pass over every delta passage cost as much as the base's search with a large delta).
+    ``floor``: a score below which a row is of no use to the caller (the base's k-th best hit once merged); where
+    there is one, it is ``theta``, and rows below it may be left out: the best ``k`` of each list need not be
+    scored first to find a ``theta``, which cost about as much as scoring the rows the bounds leave."""
     if sum(len(t.rows) for t in lists) <= PRUNE_FROM or k <= 0:
         return _whole(lists, n)
+    if floor > ROUNDING:
+        reach = _reach(lists, (floor - ROUNDING) * (1 - SLACK))
+        ids = _distinct([t.by_impact[:r] for t, r in zip(lists, reach, strict=True)])
+        return ids, _exact(lists, ids, n)
     pool = _distinct([t.by_impact[:k] for t in lists])
     scores = _exact(lists, pool, n)
     theta = float(np.partition(scores, len(scores) - k)[len(scores) - k]) - ROUNDING if len(pool) >= k else 0.0
@@ -199,15 +221,33 @@ def _scores(lists: list[Terms], k: int, n: int) -> tuple[np.ndarray, np.ndarray]
 
 def _whole(lists: list[Terms], n: int) -> tuple[np.ndarray, np.ndarray]:
     """Every row the lists reach, scored through an accumulator over the ``n`` rows."""
-    acc = np.zeros(n, dtype=np.float64)
-    fresh = []
-    for t in lists:
-        cur = acc[t.rows]
-        fresh.append(t.rows[cur == 0])  # a row's first term: every term adds more than 0
-        tf = t.tfs.astype(np.float64)
-        acc[t.rows] = cur + t.q * tf / (tf + t.norms[t.rows])
-    ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int64)
-    return ids, acc[ids]
+    with _scratch("acc", n, np.float64, 0) as acc:
+        fresh = []
+        for t in lists:
+            cur = acc[t.rows]
+            fresh.append(t.rows[cur == 0])  # a row's first term: every term adds more than 0
+            tf = t.tfs.astype(np.float64)
+            acc[t.rows] = cur + t.q * tf / (tf + t.norms[t.rows])
+        ids = np.concatenate(fresh) if fresh else np.zeros(0, dtype=np.int64)
+        scores = acc[ids]
+        acc[ids] = 0  # as found, for the next query
+    return ids, scores
+
+
+_SCRATCH = threading.local()
+
+
+@contextmanager
+def _scratch(name: str, n: int, dtype: Any, fill: Any) -> Iterator[np.ndarray]:
+    """The calling thread's array of ``n`` rows filled with ``fill``, which the caller leaves as it found it: made
+    once, not per query (a fresh one, megabytes over a large delta, had its pages zeroed and faulted in anew each
+    time, which cost more than the scoring). Dropped if the caller fails half-way, so never read dirty."""
+    held = getattr(_SCRATCH, name, None)
+    if held is None or len(held) != n or held.dtype != dtype:
+        held = np.full(n, fill, dtype=dtype)
+    setattr(_SCRATCH, name, None)  # taken: a nested or failed use makes a fresh one
+    yield held
+    setattr(_SCRATCH, name, held)
 
 
 def _distinct(parts: list[np.ndarray]) -> np.ndarray:
@@ -240,20 +280,22 @@ def _exact(lists: list[Terms], ids: np.ndarray, n: int) -> np.ndarray:
     """The scores of rows ``ids`` (ascending, of ``n``), each term's share added in the lists' order, as Lucene
     sums them: a short list is read whole through a map of the rows, a long one searched for them."""
     acc = np.zeros(len(ids), dtype=np.float64)
-    slot: np.ndarray | None = None  # row -> its place in ids (-1: not asked)
-    for t in lists:
-        if len(t.rows) <= SEARCH_FROM * len(ids):
-            if slot is None:
-                slot = np.full(n, -1, dtype=np.int64)
-                slot[ids] = np.arange(len(ids))
-            place = slot[t.rows]
-            hit = place >= 0
-            at, rows, tf = place[hit], t.rows[hit], t.tfs[hit].astype(np.float64)
-        else:
-            found = np.minimum(np.searchsorted(t.rows, ids), max(len(t.rows) - 1, 0))
-            hit = t.rows[found] == ids if len(t.rows) else np.zeros(len(ids), dtype=bool)
-            at, rows, tf = np.flatnonzero(hit), ids[hit], t.tfs[found[hit]].astype(np.float64)
-        acc[at] = acc[at] + t.q * tf / (tf + t.norms[rows])
+    short = [len(t.rows) <= SEARCH_FROM * len(ids) for t in lists]
+    with _scratch("slot", n, np.int32, -1) as slot:  # row -> its place in ids (-1: not asked)
+        slot[ids] = np.arange(len(ids), dtype=np.int32)
+        for t, read in zip(lists, short, strict=True):
+            if read:
+                place = slot[t.rows]
+                hit = place >= 0
+                at, rows, tf = place[hit], t.rows[hit], t.tfs[hit].astype(np.float64)
+            else:
+                # ids in the list's dtype: a mixed search would cast the whole list first, what searching avoids
+                wanted = ids.astype(t.rows.dtype, copy=False)
+                found = np.minimum(np.searchsorted(t.rows, wanted), max(len(t.rows) - 1, 0))
+                hit = t.rows[found] == ids if len(t.rows) else np.zeros(len(ids), dtype=bool)
+                at, rows, tf = np.flatnonzero(hit), ids[hit], t.tfs[found[hit]].astype(np.float64)
+            acc[at] = acc[at] + t.q * tf / (tf + t.norms[rows])
+        slot[ids] = -1  # as found, for the next query
     return acc
 
 

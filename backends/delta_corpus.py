@@ -78,12 +78,14 @@ def corpus_from_rows(rows: Sequence[tuple]) -> DeltaCorpus:
     )
 
 
-def top_hits(corpus: DeltaCorpus, scores: np.ndarray, k: int, channel: str, rows: np.ndarray | None = None) -> list:
+def top_hits(
+    corpus: DeltaCorpus, scores: np.ndarray, k: int, channel: str, rows: np.ndarray | None = None, floor: float = 0.0
+) -> list:
     """The ``k`` best of ``scores`` (over ``rows`` of the corpus, or all of it) as hits, ties by passage id; zero
-    scores left out."""
+    scores left out, and those below ``floor`` (:func:`merge_floor`)."""
     if k <= 0:
         return []
-    kept = np.flatnonzero(scores >= _floor(scores, k))
+    kept = np.flatnonzero(scores >= max(_floor(scores, k), floor))
     scores, rows = scores[kept], (kept if rows is None else rows[kept])
     if len(scores) > k:  # every score tied with the k-th best kept, so that ties go to the lower passage id
         keep = scores >= np.partition(scores, len(scores) - k)[len(scores) - k]
@@ -106,3 +108,11 @@ def _floor(scores: np.ndarray, k: int) -> float:
     if len(sample) <= k:
         return np.nextafter(0, 1, dtype=scores.dtype)
     return max(float(np.partition(sample, len(sample) - k)[len(sample) - k]), np.nextafter(0, 1, dtype=scores.dtype))
+
+
+def merge_floor(base: Sequence[Hit], hidden: frozenset[int], k: int) -> float:
+    """The ``k``-th best score of the base's hits ``base`` once those of ``hidden`` pages are dropped, 0 where
+    fewer than ``k`` remain: a delta hit scoring below it cannot enter the ``k`` best of the merged list
+    (``backends.delta_parts.merge_hits``), so a part need neither score it exactly nor list it."""
+    kept = [h.score for h in base if h.page_id not in hidden]
+    return float(sorted(kept, reverse=True)[k - 1]) if k > 0 and len(kept) >= k else 0.0

@@ -85,10 +85,11 @@ class MergedChannel:
         if k <= 0:
             return [[] for _ in queries]
         # Base hits of hidden pages are dropped below: ask for more, so that k remain.
-        if part is not None and hasattr(part, "search_with_base"):
-            base_hits, delta_hits = part.search_with_base(queries, k + k)
+        base_k = k + k if shadow.hidden else k
+        if part is not None and hasattr(part, "search_with_base"):  # the query analysed once for both
+            base_hits, delta_hits = part.search_with_base(queries, k, base_k, shadow.hidden)
         else:
-            base_hits = _batch(self.base, queries, k + k if shadow.hidden else k)
+            base_hits = _batch(self.base, queries, base_k)
             delta_hits = part.search_batch(queries, k) if part is not None else [[] for _ in queries]
         return [merge_hits(b, d, shadow.hidden, k, self.name) for b, d in zip(base_hits, delta_hits, strict=True)]
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from backends import tfidf_postings
-from backends.delta_corpus import DeltaCorpus, top_hits
+from backends.delta_corpus import DeltaCorpus, merge_floor, top_hits
 
 KEY_BYTES = 12  # a passage text's blake2b digest: the dense part's key of a vector it need not compute again
 
@@ -84,6 +84,17 @@ class TfidfPart:
     def search_batch(self, queries: list[str], k: int) -> list[list]:
         return [self._top(tids, weights, k) for tids, weights in self.base.vectorize_many(queries)]
 
+    def search_with_base(
+        self, queries: list[str], k: int, base_k: int, hidden: frozenset[int] = frozenset()
+    ) -> tuple[list[list], list[list]]:
+        """The base's ``base_k`` best hits and the delta's ``k`` for ``queries``, from one vectorization of them
+        (hashing a claim cost about as much as the delta's scoring); the delta's without those that cannot enter
+        the ``k`` best once merged with the base's (``hidden``: the pages whose base hits are dropped)."""
+        vectors = self.base.vectorize_many(queries)
+        base_hits = self.base.search_vectors(vectors, base_k)
+        floors = [merge_floor(hits, hidden, k) for hits in base_hits]
+        return base_hits, [self._top(t, w, k, floor) for (t, w), floor in zip(vectors, floors, strict=True)]
+
     def base_cut(self, tids: np.ndarray) -> np.ndarray:
         """Per query term (base term ids, as the base's search sees them): the lowest weight the base reads of its
         list (float32, as the base decodes it), -inf where it reads the whole list and no postings were left out at
@@ -114,13 +125,13 @@ class TfidfPart:
             starts[i] += np.searchsorted(self.weights[starts[i] : ends[i]], cut[i], "left")
         return starts.tolist(), ends.tolist()
 
-    def _top(self, tids: np.ndarray, weights: np.ndarray, k: int) -> list:
+    def _top(self, tids: np.ndarray, weights: np.ndarray, k: int, floor: float = 0.0) -> list:
         if not len(tids) or not len(self.columns) or k <= 0:
             return []
         starts, ends = self._ranges(tids)
         lists = ((self.rows[a:b], self.weights[a:b], w) for a, b, w in zip(starts, ends, weights.tolist()) if a < b)
         ids, scores = tfidf_postings.accumulate(self._local, len(self.corpus), lists)
-        return top_hits(self.corpus, scores, k, self.base.name, ids)
+        return top_hits(self.corpus, scores, k, self.base.name, ids, floor)
 
 
 class DensePart:
@@ -159,13 +170,18 @@ class DensePart:
         part.rows, part.vectors, part.keys = arrays["rows"], arrays["vectors"], arrays["keys"]
         return part
 
-    def search_with_base(self, queries: list[str], k: int) -> tuple[list[list], list[list]]:
-        """The base's hits and the delta's for ``queries``, from one encoding of them."""
+    def search_with_base(
+        self, queries: list[str], k: int, base_k: int, hidden: frozenset[int] = frozenset()
+    ) -> tuple[list[list], list[list]]:
+        """The base's ``base_k`` best hits and the delta's ``k`` for ``queries``, from one encoding of them (the
+        delta's all of its ``k`` best: ``hidden`` is not needed)."""
         live = self.base.searchable(queries)
         if not live or k <= 0:
             return [[] for _ in queries], [[] for _ in queries]
         q = self.base.encoder.encode_queries([queries[i] for i in live])
-        base_hits = self.base.search_encoded(queries, q, k)
+        # At least twice k, as deep as it was always asked: an approximate search reranks a number of candidates
+        # proportional to the depth asked, so its top k depend on that depth, and they stay the hits they were.
+        base_hits = self.base.search_encoded(queries, q, max(base_k, k + k))
         delta_hits: list[list] = [[] for _ in queries]
         sims = (self.vectors @ q.T).T if len(self.vectors) else np.zeros((len(live), 0), dtype=np.float32)
         for row, i in enumerate(live):

@@ -264,6 +264,9 @@ class TfidfBackend:
         """Term ids of the hash ``buckets`` this index holds, and a mask of those it holds."""
         if not len(self._buckets):
             return np.zeros(len(buckets), dtype=np.int64), np.zeros(len(buckets), dtype=bool)
+        # Searched in the table's own dtype: numpy would otherwise cast the whole table (a million entries) per
+        # call to a type both fit. Buckets are hash indices, never negative, so the cast keeps their order.
+        buckets = np.asarray(buckets).astype(self._buckets.dtype, copy=False)
         pos = np.minimum(np.searchsorted(self._buckets, buckets), len(self._buckets) - 1)
         return pos.astype(np.int64), self._buckets[pos] == buckets
 
@@ -335,8 +338,16 @@ class TfidfBackend:
             raise QueryError(f"k must be >= 0, got {k}")
         if k == 0 or not queries:
             return [[] for _ in queries]
-        vectors = self.vectorize_many(queries)
-        threads = min(SEARCH_THREADS if threads is None else threads, len(queries))
+        return self.search_vectors(self.vectorize_many(queries), k, threads=threads)
+
+    def search_vectors(
+        self, vectors: Sequence[tuple[np.ndarray, np.ndarray]], k: int, *, threads: int | None = None
+    ) -> list[list[Hit]]:
+        """:meth:`search_batch` of queries already vectorized (:meth:`vectorize_many`): for a caller that scores
+        the same vectors elsewhere too (the delta part), so that a claim is hashed once."""
+        if k <= 0 or not vectors:
+            return [[] for _ in vectors]
+        threads = min(SEARCH_THREADS if threads is None else threads, len(vectors))
         if threads <= 1:
             return [self._top(v, k) for v in vectors]
         from concurrent.futures import ThreadPoolExecutor

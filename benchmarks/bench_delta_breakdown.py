@@ -43,7 +43,9 @@ def _parts(r: Any, query: str, depth: int, out: dict[str, list[float]]) -> None:
             continue
         ms, base_hits = _ms(lambda b=b: _batch(b.base, [query], depth + depth))
         out[f"{name}.base@{2 * depth}"].append(ms)
-        if hasattr(part, "search_with_base"):
+        if hasattr(part, "search_with_base"):  # the base's search and the part's from one analysis of the query
+            out[f"{name}.with_base"].append(_ms(lambda part=part: part.search_with_base([query], depth, 2 * depth))[0])
+        if not hasattr(part, "search_batch"):
             continue
         ms, delta_hits = _ms(lambda part=part: part.search_batch([query], depth))
         out[f"{name}.delta_part"].append(ms)

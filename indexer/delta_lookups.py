@@ -87,6 +87,8 @@ class DeltaLookups:
     graph: Graph | None = None
     # Every sentence's passage id (ascending) and page-level sentence id, in passage and sentence order.
     sentences: tuple[Any, Any] | None = None
+    # page_id -> the page's row as evidence shows it (the columns ``prepare`` was given; None: ask in SQL)
+    pages: dict[int, tuple] | None = None
 
     def sentence_ids(self, passage_ids: Iterable[int]) -> dict[int, list[int]] | None:
         """passage_id -> its page-level sentence ids, in order, for those of ``passage_ids`` with sentences (the
@@ -122,9 +124,11 @@ _LEADS_SQL = (
 )
 
 
-def prepare(con: Any) -> DeltaLookups:
+def prepare(con: Any, page_columns: str | None = None) -> DeltaLookups:
     """Index the merged delta ``con`` for lookups (its triples ordered by subject, its sentences by passage) and
-    return what is looked up in memory."""
+    return what is looked up in memory; with ``page_columns`` (a select list starting with ``page_id``), each
+    page's row of them, which evidence asks for every claim that finds a delta passage (a round trip to DuckDB
+    cost more than the rest of the delta's evidence)."""
     for table, key in _ORDERED.items():
         con.execute(f"CREATE TABLE {table}_ordered AS SELECT * FROM {table} ORDER BY {key}")
         con.execute(f"DROP TABLE {table}")
@@ -137,7 +141,10 @@ def prepare(con: Any) -> DeltaLookups:
     sql = "SELECT passage_id, page_sentence_index FROM sentences ORDER BY passage_id, sentence_index"
     columns = cur.execute(sql).fetchnumpy()
     sentences = (columns["passage_id"].astype("int64"), columns["page_sentence_index"].astype("int64"))
-    return DeltaLookups(DeltaTitles.of(con), origins, leads, delta_graph(con), sentences)
+    pages = None
+    if page_columns is not None:
+        pages = {int(r[0]): r for r in cur.execute(f"SELECT {page_columns} FROM pages").fetchall()}
+    return DeltaLookups(DeltaTitles.of(con), origins, leads, delta_graph(con), sentences, pages)
 
 
 def delta_graph(con: Any) -> Graph | None:

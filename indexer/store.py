@@ -11,7 +11,8 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,7 +25,14 @@ from indexer.store_memory import MemoryFit, limit_bytes
 from indexer.trust import refuse_links
 from indexer.verify import listed_files
 from wikiground.errors import IndexChangedError, IndexCorruptError, IndexFormatError, IndexMissingError
-from wikiground.layout import LIVE_PASSAGE_ID_BASE, LOOKUPS_DIR, MANIFEST_FILE, STORE_FILE, delta_segments
+from wikiground.layout import (
+    LIVE_PASSAGE_ID_BASE,
+    LOOKUPS_DIR,
+    MANIFEST_FILE,
+    STORE_FILE,
+    delta_dir,
+    delta_segments,
+)
 from wikiground.records import Page, Passage
 from wikiground.text import canonical_title, normalize_title
 
@@ -116,16 +124,19 @@ _LEAD_SQL = (
 EVIDENCE_KEYS_PER_QUERY = 64
 
 
-def _evidence_rows(cur: Any, ids: Sequence[int]) -> list[tuple]:
+def _evidence_rows(cur: Any, ids: Sequence[int], known_pages: Mapping[int, tuple] | None = None) -> list[tuple]:
     """The evidence rows: passages with their page's columns after them, by passage id, in slices of
     :data:`EVIDENCE_KEYS_PER_QUERY`. Two point lookups, not a join: DuckDB builds a join's hash table over the pages
-    side, whose memory grows with the corpus, while a lookup by keys reads only the blocks that hold them."""
+    side, whose memory grows with the corpus, while a lookup by keys reads only the blocks that hold them.
+    ``known_pages``: every page's row of ``_EVIDENCE_PAGE_COLS`` by page id, read from it instead (the delta's)."""
     rows: list[tuple] = []
     for at in range(0, len(ids), EVIDENCE_KEYS_PER_QUERY):
         keys, params = in_keys(ids[at : at + EVIDENCE_KEYS_PER_QUERY])
         rows.extend(cur.execute(f"SELECT {_PASSAGE_COLS} FROM passages WHERE passage_id IN {keys}", params).fetchall())
     if not rows:
         return []
+    if known_pages is not None:
+        return [(*r, *known_pages[int(r[1])]) for r in rows if int(r[1]) in known_pages]
     page_ids = sorted({int(r[1]) for r in rows})
     pages: dict[int, tuple] = {}
     for at in range(0, len(page_ids), EVIDENCE_KEYS_PER_QUERY):
@@ -437,6 +448,24 @@ def delta_revisions(index_dir: Path) -> set[tuple[int, int | None]]:
         con.close()
 
 
+# How long after its last change a folder's mtime is trusted to say it has not changed since: a change made within
+# the same clock tick as an earlier look leaves the mtime as it was, and ticks are at most milliseconds.
+SETTLED_NS = 1_000_000_000
+
+
+def _settled_stamp(folder: Path) -> tuple | None:
+    """The delta folder's identity and mtime, or None where it is missing or changed within ``SETTLED_NS``. A writer
+    adds or removes a segment by renaming it (segments are immutable), which sets the folder's mtime: while the
+    stamp is the one of the last listing, the listing is the same."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    if time.time_ns() - st.st_mtime_ns < SETTLED_NS:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns)
+
+
 def _listing(segments: list[Path]) -> tuple:
     out = []
     for seg in segments:
@@ -461,6 +490,8 @@ class Store:
         self._main = con
         self._delta = delta
         self._delta_listing: tuple = ()
+        self._delta_stamp: tuple | None = None  # the delta folder's settled stamp when last listed
+        self._delta_folder = delta_dir(path) if path is not None else None
         self._shadow = DeltaShadow()
         self._delta_lookups: tuple[Any, DeltaLookups | None] = (None, None)  # (the delta read, its lookups)
         self._lock = threading.Lock()
@@ -518,8 +549,13 @@ class Store:
         """Read the delta again if segments were added or removed since it was last read."""
         if self.path is None:
             return
+        # Called several times a query: one stat of the folder while it is unchanged, not a listing of it.
+        stamp = _settled_stamp(self._delta_folder)  # before the listing: a change after it shows next time
+        if stamp is not None and stamp == self._delta_stamp:
+            return
         listing = _listing(delta_segments(self.path))
         if listing == self._delta_listing:
+            self._delta_stamp = stamp
             return
         with self._lock:
             if listing == self._delta_listing:
@@ -527,10 +563,11 @@ class Store:
             # The replaced connection is not closed here: another thread may be reading it (it is garbage
             # collected once no cursor holds it).
             delta, listing = open_delta(self.path)
-            lookups = delta_lookups.prepare(delta) if delta is not None else None
+            lookups = delta_lookups.prepare(delta, _EVIDENCE_PAGE_COLS) if delta is not None else None
             self._shadow = _shadow_of(delta, listing)
             self._delta_lookups = (delta, lookups)
             self._delta, self._delta_listing = delta, listing
+            self._delta_stamp = None  # listed again next time: open_delta listed the folder after the stamp
 
     @property
     def shadow(self) -> DeltaShadow:
@@ -678,10 +715,12 @@ class Store:
             if not mine:
                 continue
             cur = con.cursor()
-            rows.extend(self._run(con, lambda c=cur, ids_=mine: _evidence_rows(c, ids_)))
-            known = lookups.sentence_ids(mine) if con is self._main and lookups is not None else None
             held, in_memory = self._delta_lookups
-            if con is held and in_memory is not None:  # the delta's, read once per delta read
+            in_memory = in_memory if con is held else None  # the delta's, read once per delta read
+            pages = in_memory.pages if in_memory is not None else None
+            rows.extend(self._run(con, lambda c=cur, ids_=mine, p=pages: _evidence_rows(c, ids_, p)))
+            known = lookups.sentence_ids(mine) if con is self._main and lookups is not None else None
+            if in_memory is not None:
                 known = in_memory.sentence_ids(mine)
             if known is not None:
                 spans.update({pid: list(enumerate(sids)) for pid, sids in known.items()})

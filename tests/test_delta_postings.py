@@ -131,3 +131,54 @@ def test_bm25_delta_lists_by_impact_score_as_every_row_and_as_lucene(gensim_inde
             assert pruned  # the bounds left rows unread
         finally:
             bm25.close()
+
+
+def _hidden(base_hits) -> frozenset[int]:
+    """Every third page among a claim's base hits, as if the delta had replaced them: their hits are dropped."""
+    return frozenset(h.page_id for h in base_hits[::3])
+
+
+def _searched_apart_and_with_the_base(channel: str, base, part, claim: str, k: int, hidden: frozenset[int]):
+    """The merged list from the base's hits and the part's searched apart (every delta hit of the part's ``k``
+    best), and from ``search_with_base``, which leaves out the delta rows below the base's k-th merged score."""
+    from backends.delta_parts import merge_hits
+
+    alone = part.search_batch([claim], k)[0]
+    apart = merge_hits(base.search(claim, 2 * k), alone, hidden, k, channel)
+    base_hits, delta_hits = part.search_with_base([claim], k, 2 * k, hidden)
+    together = merge_hits(base_hits[0], delta_hits[0], hidden, k, channel)
+    assert [(h.passage_id, h.score, h.rank) for h in together] == [(h.passage_id, h.score, h.rank) for h in apart]
+    return len(delta_hits[0]) < len(alone)  # hits left out
+
+
+@pytest.mark.parametrize("prune_from", [0, 10**12])
+def test_bm25_part_searched_with_the_base_merges_as_searched_apart(gensim_index, monkeypatch, prune_from):
+    """The base's k-th merged score as the BM25 part's MaxScore threshold (or, scored whole, as a floor on its
+    hits) changes no merged list, and it leaves delta hits out (the part's corpus: the first 600 base passages)."""
+    from backends import bm25_delta, load
+
+    monkeypatch.setattr(bm25_delta, "PRUNE_FROM", prune_from)
+    with Store.open(gensim_index) as store:
+        bm25 = load("bm25", gensim_index, store=store)
+        try:
+            part = bm25_delta.BM25Part(bm25, _corpus(store, 600))
+            left_out = False
+            for claim in BM25_CLAIMS:
+                for hidden in (_hidden(bm25.search(claim, 20)), frozenset()):  # pages replaced, or only added
+                    left_out |= _searched_apart_and_with_the_base("bm25", bm25, part, claim, 10, hidden)
+            assert left_out
+        finally:
+            bm25.close()
+
+
+def test_tfidf_part_searched_with_the_base_merges_as_searched_apart(gensim_tfidf):
+    """One vectorization for the base and the TF-IDF part, and the part's hits below the base's k-th merged score
+    left out: the same merged lists."""
+    base = TfidfBackend(gensim_tfidf / "tfidf")
+    with Store.open(gensim_tfidf) as store:
+        part = TfidfPart(base, _corpus(store, 600))
+    left_out = False
+    for claim in CLAIMS:
+        for hidden in (_hidden(base.search(claim, 20)), frozenset()):  # pages replaced, or only added
+            left_out |= _searched_apart_and_with_the_base("tfidf", base, part, claim, 10, hidden)
+    assert left_out
