@@ -38,7 +38,7 @@ from wikiground.errors import (
     QueryError,
     WikigroundError,
 )
-from wikiground.layout import PARAMS_FILE, atomic_write_json, read_params, save_npy, swap_folder
+from wikiground.layout import PARAMS_FILE, atomic_write_json, npy_stream, read_params, swap_folder
 from wikiground.records import Hit
 from wikiground.text import clean_surrogates
 
@@ -209,29 +209,44 @@ def _write_passage_table(db_path: Path, out_dir: Path) -> None:
 def _write_doc_passages(lucene_dir: Path, path: Path, n: int) -> None:
     """Lucene document number -> passage id, read once from the ``id`` doc values: a search maps its hits with one
     array lookup instead of three calls into Java a hit, made under the backend's lock. Read after the build, as
-    Lucene numbers the documents as its threads and merges add them."""
+    Lucene numbers the documents as its threads and merges add them; written as it is read (leaves in document
+    order, each in slices), never held whole."""
     import numpy as np
     from jnius import autoclass
 
     reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
         autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.nio.file.Paths").get(str(lucene_dir)))
     )
+    dtype = np.int32 if 0 < n < 2**31 else np.int64  # ids are 0..n-1
     try:
         if int(reader.maxDoc()) != n:
             raise BuildError(f"{lucene_dir}: {reader.maxDoc()} Lucene documents for {n} passages")
-        out = np.full(n, -1, dtype=np.int64)
         end = autoclass("org.apache.lucene.search.DocIdSetIterator").NO_MORE_DOCS
-        for leaf in reader.leaves().toArray():
-            base, values = int(leaf.docBase), leaf.reader().getBinaryDocValues("id")
-            doc = values.nextDoc() if values is not None else end
-            while doc != end:
-                out[base + doc] = int(values.binaryValue().utf8ToString())
-                doc = values.nextDoc()
+        missing, done = 0, 0
+        with npy_stream(path, dtype, n) as write:
+            for leaf in reader.leaves().toArray():
+                base, size = int(leaf.docBase), int(leaf.reader().maxDoc())
+                if base != done:
+                    raise BuildError(f"{lucene_dir}: a leaf starts at document {base}, after {done}")
+                values = leaf.reader().getBinaryDocValues("id")
+                doc = values.nextDoc() if values is not None else end
+                for lo in range(0, size, DOC_SLICE):
+                    out = np.full(min(DOC_SLICE, size - lo), -1, dtype=np.int64)
+                    while doc != end and doc < lo + len(out):
+                        out[doc - lo] = int(values.binaryValue().utf8ToString())
+                        doc = values.nextDoc()
+                    missing += int((out < 0).sum())
+                    if len(out) and int(out.max()) >= np.iinfo(dtype).max:
+                        raise BuildError(f"{lucene_dir}: passage id {int(out.max())} past the passages' count {n}")
+                    write(out)
+                done += size
+            if missing:
+                raise BuildError(f"{lucene_dir}: {missing} Lucene documents without an id")
     finally:
         reader.close()
-    if (out < 0).any():
-        raise BuildError(f"{lucene_dir}: {int((out < 0).sum())} Lucene documents without an id")
-    save_npy(path, out.astype(np.int32) if n and int(out.max()) < 2**31 else out)
+
+
+DOC_SLICE = 1 << 20  # documents mapped at a time
 
 
 def _params(*, k1: float, b: float, title_boost: float, documents: int, source: Path) -> dict[str, Any]:

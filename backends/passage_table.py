@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from wikiground.errors import IndexCorruptError, InputError
-from wikiground.layout import atomic_write, map_bytes, save_npy
+from wikiground.layout import atomic_path, map_bytes, npy_stream
 from wikiground.system import duckdb_size
 
 FILES = ("passage_page.npy", "page_ids.npy", "page_titles.bin", "page_title_offsets.npy")
@@ -67,33 +67,48 @@ def passage_count(con, db_path: Path) -> int:
 
 
 def write(con, db_path: Path, out_dir: Path) -> int:
-    """Write the passage table files for the store behind ``con``; return N."""
+    """Write the passage table files for the store behind ``con``; return N. Each file is written a batch at a
+    time (never a Python object per page, nor an array of the corpus held whole)."""
     n = passage_count(con, db_path)
-    page_of = np.empty(n, dtype=np.int64)
-    reader = con.sql("SELECT passage_id, page_id FROM passages ORDER BY passage_id").to_arrow_reader(BATCH_ROWS)
-    pos = 0
-    for batch in reader:
-        ids = batch.column(0).to_numpy()
-        page_of[pos : pos + len(ids)] = batch.column(1).to_numpy()
-        pos += len(ids)
+    ((n_pages,),) = con.execute("SELECT count(DISTINCT page_id) FROM passages").fetchall()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    reader = con.sql("SELECT page_id FROM passages ORDER BY passage_id").to_arrow_reader(BATCH_ROWS)
+    with npy_stream(out_dir / "passage_page.npy", np.int64, n) as write_pages:
+        for batch in reader:
+            write_pages(batch.column(0).to_numpy())
     pages = con.sql("SELECT page_id, min(title) FROM passages GROUP BY page_id ORDER BY page_id").to_arrow_reader(
         BATCH_ROWS
     )
-    page_ids: list[np.ndarray] = []
-    blobs: list[bytes] = []
-    offsets = [0]
-    for batch in pages:
-        page_ids.append(batch.column(0).to_numpy())
-        for title in batch.column(1).to_pylist():
-            b = title.encode("utf-8")
-            blobs.append(b)
-            offsets.append(offsets[-1] + len(b))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    save_npy(out_dir / "passage_page.npy", page_of)
-    save_npy(out_dir / "page_ids.npy", np.concatenate(page_ids) if page_ids else np.zeros(0, dtype=np.int64))
-    save_npy(out_dir / "page_title_offsets.npy", np.asarray(offsets, dtype=np.int64))
-    atomic_write(out_dir / "page_titles.bin", b"".join(blobs))
+    with (
+        npy_stream(out_dir / "page_ids.npy", np.int64, n_pages) as write_ids,
+        npy_stream(out_dir / "page_title_offsets.npy", np.int64, n_pages + 1) as write_offsets,
+        atomic_path(out_dir / "page_titles.bin") as tmp,
+        open(tmp, "wb") as titles,
+    ):
+        write_offsets(np.zeros(1, dtype=np.int64))
+        end = 0
+        for batch in pages:
+            write_ids(batch.column(0).to_numpy())
+            data, ends = _utf8(batch.column(1))
+            titles.write(data)
+            write_offsets(end + ends)
+            end += len(data)
     return n
+
+
+def _utf8(column) -> tuple[memoryview | bytes, np.ndarray]:
+    """An Arrow string column's UTF-8 bytes, concatenated, and where each string ends in them: read from the
+    column's own buffers."""
+    import pyarrow as pa
+
+    col = column.cast(pa.large_string()).fill_null("")
+    if not len(col):
+        return b"", np.zeros(0, dtype=np.int64)
+    _, offsets_buf, data_buf = col.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[col.offset : col.offset + len(col) + 1]
+    first, last = int(offsets[0]), int(offsets[-1])
+    data = memoryview(data_buf)[first:last] if data_buf is not None else b""
+    return data, offsets[1:] - first
 
 
 class PassageTable:

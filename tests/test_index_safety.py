@@ -251,3 +251,24 @@ def test_a_missing_channel_folder_is_reported(corpora, tmp_path, caplog):
     assert any("tfidf" in rec.getMessage() and "missing" in rec.getMessage() for rec in caplog.records)
     with pytest.raises(IndexMissingError, match="tfidf"):
         Retriever.open(out, channels="tfidf,title")
+
+
+def test_an_npy_written_in_chunks_is_the_file_np_save_writes(tmp_path):
+    """Arrays that grow with the corpus are written a chunk at a time (wikiground.layout.npy_stream)."""
+    import io
+
+    import numpy as np
+
+    from wikiground.layout import npy_stream
+
+    data = np.arange(1_000, dtype=np.int64) * 7 - 300
+    with npy_stream(tmp_path / "a.npy", np.int64, len(data)) as write:
+        for at in range(0, len(data), 333):
+            write(data[at : at + 333])
+    whole = io.BytesIO()
+    np.save(whole, data, allow_pickle=False)
+    assert (tmp_path / "a.npy").read_bytes() == whole.getvalue()
+    with pytest.raises(ValueError, match="999 items written of the 1000"):
+        with npy_stream(tmp_path / "b.npy", np.int32, 1_000) as write:
+            write(data[:999])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy"]  # nothing half-written left

@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,30 @@ def save_npy(path: str | Path, array: Any) -> None:
 
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         np.save(f, array, allow_pickle=False)
+
+
+@contextlib.contextmanager
+def npy_stream(path: str | Path, dtype: Any, n: int) -> Iterator[Callable[[Any], None]]:
+    """Write a 1-d ``.npy`` of ``n`` items a chunk at a time, atomically, as the bytes ``np.save`` would write for
+    the whole array: an array that grows with the corpus is never held whole. Yields ``write(chunk)``; fewer or
+    more than ``n`` items written is an error and leaves no file."""
+    import numpy as np
+
+    dtype = np.dtype(dtype)
+    written = 0
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)}
+        np.lib.format.write_array_header_1_0(f, header)
+
+        def write(chunk: Any) -> None:
+            nonlocal written
+            a = np.ascontiguousarray(chunk, dtype=dtype)
+            f.write(a.data)
+            written += len(a)
+
+        yield write
+        if written != n:
+            raise ValueError(f"{path}: {written} items written of the {n} its header says")
 
 
 def map_bytes(path: str | Path) -> Any:
