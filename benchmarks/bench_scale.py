@@ -542,12 +542,14 @@ def extrapolate(results: list[dict[str, Any]], target: int = FULL_ENWIKI["passag
     """Per stage, fitted over every measured size: time (the largest size's wall time times (target / n)^b, b the
     CPU-time exponent of the log-log fit, at least 1), RAM (the least-squares line through the peaks, never
     falling) and disk (the least-squares line through the stage's output)."""
-    ns = [float(r["build"]["counts"]["passages"]) for r in results]
-    large = results[-1]["build"]
     rows = []
-    for stage, b in large["stages"].items():
-        points = [r["build"]["stages"].get(stage) for r in results]
-        if any(p is None for p in points) or not b.get("wall_s"):
+    names = dict.fromkeys(stage for r in results for stage in r["build"]["stages"])
+    for stage in names:  # each over the sizes that measured it (a resumed build measures its last stages only)
+        measured = [r for r in results if stage in r["build"]["stages"]]
+        ns = [float(r["build"]["counts"]["passages"]) for r in measured]
+        points = [r["build"]["stages"][stage] for r in measured]
+        b = points[-1]
+        if len(ns) < 2 or not b.get("wall_s"):
             continue
         exp_cpu = _exponent(ns, [p["cpu_s"] for p in points])
         scale = (target / ns[-1]) ** max(1.0, exp_cpu if math.isfinite(exp_cpu) else 1.0)
@@ -612,7 +614,10 @@ def _build_table(results: list[dict]) -> str:
                 "",
             ]
         )
-        rows.append([r["size"], "", "min per 1M passages (ingest+store+bm25+tfidf)", per_m / 60 / (n / 1e6), *[""] * 6])
+        if not b.get("resumed"):  # a resumed build's ingest and store were not measured
+            rows.append(
+                [r["size"], "", "min per 1M passages (ingest+store+bm25+tfidf)", per_m / 60 / (n / 1e6), *[""] * 6]
+            )
     header = ["size", "passages", "stage", "wall s", "CPU s", "peak RSS MiB", "of it main process", "peak anon MiB"]
     header.append("disk MiB")
     return md_table([*header, "peak tmp MiB"], rows)
@@ -712,7 +717,8 @@ def _targets(results: list[dict], ref: dict | None) -> str:
             if "four" in big
             else []
         ),
-        f"- ingest + store + bm25 + tfidf: {per_m / 60 / (n / 1e6):.1f} min per 1M passages (<= 6)",
+        f"- ingest + store + bm25 + tfidf: {per_m / 60 / (n / 1e6):.1f} min per 1M passages (<= 6)"
+        + (" (resumed: tfidf and bm25 only)" if b.get("resumed") else ""),
         f"- fused batch {big['queries']['batch'][FUSED]['claims_per_s']:.1f} claims/s (>= 25), process start included",
     ]
     if len(results) >= 2:
