@@ -237,7 +237,7 @@ def _write_doc_passages(lucene_dir: Path, path: Path, n: int) -> None:
                         doc = values.nextDoc()
                     missing += int((out < 0).sum())
                     if len(out) and int(out.max()) >= np.iinfo(dtype).max:
-                        raise BuildError(f"{lucene_dir}: passage id {int(out.max())} past the passages' count {n}")
+                        raise BuildError(f"{lucene_dir}: passage id {int(out.max())} does not fit {np.dtype(dtype)}")
                     write(out)
                 done += size
             if missing:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from wikiground.errors import BuildError
-from wikiground.layout import atomic_path
+from wikiground.layout import atomic_path, write_npy_header
 
 N_FEATURES = 1 << 26
 SPILL_ENTRIES = 8_000_000  # entries of one bucket range in RAM at a time (12 bytes each, plus the sort)
@@ -185,11 +185,6 @@ def _with_fillers(key: np.ndarray, gaps: np.ndarray, rid: np.ndarray) -> tuple[n
     rec["key"][ends] = key
     rec["gap"][ends] = gaps - fill * MAX_GAP
     return rec, np.repeat(rid, reps)
-
-
-def _npy_header(f, dtype, length: int) -> None:
-    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (length,)}
-    np.lib.format.write_array_header_2_0(f, header)
 
 
 def quantize(w: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -420,7 +415,7 @@ class _PostingsWriter:
         self.files, self.sizes, self.n, self.nnz, self.written = {}, sizes, n, nnz, 0
         for name, dtype in specs.items():
             self.files[name] = stack.enter_context(open(stack.enter_context(atomic_path(out_dir / name)), "wb"))
-            _npy_header(self.files[name], dtype, sizes[name])
+            write_npy_header(self.files[name], dtype, sizes[name], version=(2, 0))
         self.files["indptr.npy"].write(np.zeros(1, dtype=np.int64).tobytes())
         self.ids = BitWriter(self.files["indices.npy"], bits)
 

@@ -411,14 +411,21 @@ def _carried_delta(out: Path, tmp: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def _leftover_folders(out: Path, prefixes: tuple[str, ...]) -> Iterator[Path]:
+    """The folders beside ``out`` whose names start with one of ``prefixes`` (links never: not the build's own)."""
+    for entry in out.parent.iterdir():
+        if entry.name.startswith(prefixes) and entry.is_dir() and not entry.is_symlink():
+            yield entry
+
+
 def remove_stale_temps(out: Path, keep: Path | None = None) -> None:
     """Temporary folders of earlier builds of ``out`` that died (kill -9, power loss) or failed, but ``keep`` (the
     one a resumed build continues); called under the build lock, so no live build owns them. An ``.old-`` folder is
     removed only while ``out`` exists: without ``out`` it is the last copy of the previous index (a swap cut off
     between its two renames)."""
-    tmp, old = build_tmp_prefix(out), old_prefix(out)
-    for entry in out.parent.iterdir():
-        if not entry.name.startswith((tmp, old)) or not entry.is_dir() or entry.is_symlink() or entry == keep:
+    old = old_prefix(out)
+    for entry in _leftover_folders(out, (build_tmp_prefix(out), old)):
+        if entry == keep:
             continue
         if entry.name.startswith(old) and not out.exists():
             logger.warning("%s holds the previous index of %s (a swap was cut off): kept", entry, out)
@@ -961,11 +968,10 @@ def _check_resources(paths: Sequence[Path], out: Path, plan: _Plan) -> None:
 
 def _cut_off_bytes(out: Path) -> int:
     """Bytes in the temporary folders that earlier, cut-off builds of ``out`` left beside it."""
-    prefix, total = build_tmp_prefix(out), 0
+    total = 0
     with contextlib.suppress(OSError):
-        for entry in out.parent.iterdir():
-            if entry.name.startswith(prefix) and entry.is_dir() and not entry.is_symlink():
-                total += sum(f.stat().st_blocks * 512 for f in entry.rglob("*") if f.is_file() and not f.is_symlink())
+        for entry in _leftover_folders(out, (build_tmp_prefix(out),)):
+            total += sum(f.stat().st_blocks * 512 for f in entry.rglob("*") if f.is_file() and not f.is_symlink())
     return total
 
 

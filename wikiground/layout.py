@@ -140,6 +140,16 @@ def save_npy(path: str | Path, array: Any) -> None:
         np.save(f, array, allow_pickle=False)
 
 
+def write_npy_header(f: Any, dtype: Any, length: int, *, version: tuple[int, int] = (1, 0)) -> None:
+    """The header of a 1-d ``.npy`` of ``length`` items, its data to follow from the caller: version 1.0 is what
+    ``np.save`` writes."""
+    import numpy as np
+
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (length,)}
+    write = {(1, 0): np.lib.format.write_array_header_1_0, (2, 0): np.lib.format.write_array_header_2_0}[version]
+    write(f, header)
+
+
 @contextlib.contextmanager
 def npy_stream(path: str | Path, dtype: Any, n: int) -> Iterator[Callable[[Any], None]]:
     """Write a 1-d ``.npy`` of ``n`` items a chunk at a time, atomically, as the bytes ``np.save`` would write for
@@ -150,8 +160,7 @@ def npy_stream(path: str | Path, dtype: Any, n: int) -> Iterator[Callable[[Any],
     dtype = np.dtype(dtype)
     written = 0
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)}
-        np.lib.format.write_array_header_1_0(f, header)
+        write_npy_header(f, dtype, n)
 
         def write(chunk: Any) -> None:
             nonlocal written
