@@ -41,9 +41,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, *, prepare: Callable[[Path, Path, str], object] | None = None) -> int:
     """The update; ``prepare``: what is written with its segment (the channels' delta parts)."""
+    from indexer.compact import delta_share
     from indexer.update import update_index
 
     summary = update_index(args.index, args.dump, args.events, workers=args.workers, prepare=prepare)
+    # Every query scores the delta directly, so past the share worth a compaction the user is told, once per update.
+    summary["delta_share"] = delta_share(args.index)
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
     elif not args.quiet:
@@ -63,6 +66,13 @@ def describe(index: Path, summary: dict) -> str:
     lines.extend(f"{s['name']}: {s['reason']}, skipped" for s in summary["skipped_files"])
     segment = summary["segment"] or "nothing new"
     lines.append(f"{index}: delta {segment}; {summary['seconds']:.1f}s")
+    share = summary.get("delta_share")
+    if share and share["share"] >= share["threshold"]:
+        lines.append(
+            f"the delta holds {share['delta_passages']:,} passages, {share['share']:.1%} of the base's "
+            f"{share['base_passages']:,}, past the {share['threshold']:.0%} where it slows every query: "
+            f"wikiground compact --index {index} folds it into the base"
+        )
     return "\n".join(lines)
 
 

@@ -284,9 +284,14 @@ def test_the_cli_updates_and_reports(base, tmp_path):
     cmd = [sys.executable, "-m", "wikiground", "update", "--index", str(index), "--dump", str(dump)]
     done = subprocess.run([*cmd, "--events", str(events), "--json"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["segment"]
+    summary = json.loads(done.stdout)
+    assert summary["segment"]
+    share = summary["delta_share"]
+    assert share["delta_passages"] > 0 and share["share"] == round(share["delta_passages"] / share["base_passages"], 6)
     again = subprocess.run([sys.executable, "-m", "indexer", *cmd[3:]], cwd=ROOT, capture_output=True, text=True)
     assert again.returncode == 0 and "already applied" in again.stdout and "nothing new" in again.stdout
+    # past the share worth a compaction, the update names the command
+    assert ("wikiground compact --index" in again.stdout) == (share["share"] >= share["threshold"])
     bad = subprocess.run([*cmd[:-1], str(tmp_path / "missing.xml")], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 1 and "missing.xml: no such file" in bad.stderr
 
@@ -305,3 +310,14 @@ def test_the_tfidf_delta_part_scores_as_the_base(base):
             ours = {h.passage_id: h.score for h in TfidfPart(tfidf, corpus).search_batch([claim], 10)[0]}
             assert ours.keys() == {h.passage_id for h in hits}
             assert all(abs(ours[h.passage_id] - h.score) < 1e-5 for h in hits)
+
+
+def test_an_update_past_the_share_worth_a_compaction_names_the_command(tmp_path):
+    from indexer.update_cli import describe
+
+    summary = {"applied": [], "skipped_files": [], "segment": "seg-1", "seconds": 1.0}
+    share = {"delta_passages": 488_424, "base_passages": 1_000_000, "share": 0.488424, "threshold": 0.1}
+    said = describe(tmp_path, {**summary, "delta_share": share})
+    assert f"wikiground compact --index {tmp_path}" in said and "48.8%" in said
+    below = describe(tmp_path, {**summary, "delta_share": {**share, "delta_passages": 50_000, "share": 0.05}})
+    assert "compact" not in below
