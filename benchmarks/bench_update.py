@@ -92,6 +92,7 @@ def fused_latency(index: Path, claims: list[dict], k: int = 5) -> dict:
 def measure(args: argparse.Namespace, claims: list[dict]) -> dict:
     """The increment written, the index copied, queried, updated, and queried again."""
     from backends.delta_store import write_parts
+    from indexer.compact import delta_share
     from indexer.update import update_index
 
     t = time.perf_counter()
@@ -113,6 +114,7 @@ def measure(args: argparse.Namespace, claims: list[dict]) -> dict:
         "increment_written_s": round(made, 1),
         "update_s": round(applied, 1),
         "applied": summary["applied"],
+        "delta_share": delta_share(index),
         "no_delta": none,
         "with_delta": fused_latency(index, claims),
     }
@@ -162,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     claims = read_claims(args.claims_file, args.claims)
     if args.reuse:
         index = args.index if args.in_place else args.work / "index"
-        result = {"pages": args.pages, **latencies(index, claims, args.rounds)}
+        from indexer.compact import delta_share
+
+        result = {"pages": args.pages, "delta_share": delta_share(index), **latencies(index, claims, args.rounds)}
     else:
         result = measure(args, claims)
     result["load_average"] = os.getloadavg()
