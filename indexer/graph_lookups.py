@@ -29,13 +29,13 @@ import bisect
 import contextlib
 import logging
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from wikiground.layout import append_blobs, atomic_path, map_bytes, save_npy
+from wikiground.layout import append_blobs, atomic_path, map_bytes, npy_stream, save_npy
 
 logger = logging.getLogger(__name__)
 
@@ -152,39 +152,24 @@ def column_types(con: Any) -> dict[str, type]:
 
 
 def _write_facts(con: Any, folder: Path, n: int) -> None:
+    """The per-fact arrays, each streamed to its file as DuckDB's batches arrive: never an array of every fact,
+    nor a memory map whose written pages count in the build's RSS until the kernel writes them back."""
     types = column_types(con)
     reader = con.sql(_FACTS_SQL).to_arrow_reader(BATCH_ROWS)
-    with _open_columns(folder, n, types) as arrays:
+    with contextlib.ExitStack() as stack:
+        writers = {
+            name: stack.enter_context(npy_stream(folder / f"graph.{name}.npy", types[name], n)) for name in _INT_COLUMNS
+        }
         pos = 0
         for batch in reader:
             m = batch.num_rows
             if pos + m > n:
                 raise _Mismatch  # more rows than facts: the span join matched twice (never in a built store)
-            for name, arr in arrays.items():
-                arr[pos : pos + m] = batch.column(name).to_numpy(zero_copy_only=False)
+            for name, write in writers.items():
+                write(batch.column(name).to_numpy(zero_copy_only=False))
             pos += m
         if pos != n:
             raise _Mismatch
-
-
-@contextlib.contextmanager
-def _open_columns(folder: Path, n: int, types: dict[str, type]) -> Iterator[dict[str, np.ndarray]]:
-    """The per-fact arrays, of ``types``, each written through a memory map to a temporary file moved into place
-    on success."""
-    with contextlib.ExitStack() as stack:
-        arrays = {
-            name: np.lib.format.open_memmap(
-                stack.enter_context(atomic_path(folder / f"graph.{name}.npy")),
-                mode="w+",
-                dtype=types[name],
-                shape=(n,),
-            )
-            for name in _INT_COLUMNS
-        }
-        yield arrays
-        for arr in arrays.values():
-            arr.flush()
-        arrays.clear()  # unmapped before the files are moved into place
 
 
 # -- reading ------------------------------------------------------------------------------------------------------
