@@ -38,7 +38,7 @@ import numpy as np
 
 from indexer import graph_lookups
 from wikiground.errors import IndexFormatError
-from wikiground.layout import PARAMS_FILE, append_blobs, atomic_path, atomic_write_json, map_bytes, save_npy
+from wikiground.layout import PARAMS_FILE, append_blobs, atomic_path, atomic_write_json, map_bytes, npy_stream, save_npy
 from wikiground.system import duckdb_size
 
 logger = logging.getLogger(__name__)
@@ -214,34 +214,38 @@ def _write_leads(con: Any, folder: Path) -> int:
 
 
 def _write_sentence_ranges(con: Any, folder: Path) -> int:
-    """Per passage id, the page-level id of its first sentence and its number of sentences, written through memory
-    maps as DuckDB's groups arrive (8 bytes a passage on disk, a batch in memory); 0 and no files when some
-    passage's ids are not consecutive in sentence order (the store is asked then)."""
+    """Per passage id, the page-level id of its first sentence and its number of sentences, streamed to their files
+    in passage order as DuckDB's groups arrive (8 bytes a passage on disk, a batch in memory: never the whole
+    arrays, nor memory maps whose written pages would count in the build's RSS); 0 and no files when some passage's
+    ids are not consecutive in sentence order (the store is asked then)."""
     n = con.execute("SELECT coalesce(max(passage_id) + 1, 0) FROM passages").fetchall()[0][0]
     reader = con.sql(
         "SELECT passage_id, min(page_sentence_index) AS first, count(*)::INTEGER AS n, "
         "min(page_sentence_index - sentence_index) = max(page_sentence_index - sentence_index) "
         "AND min(sentence_index) = 0 AND max(sentence_index) = count(*) - 1 AS consecutive "
-        "FROM sentence_spans GROUP BY passage_id"
+        "FROM sentence_spans GROUP BY passage_id ORDER BY passage_id"
     ).to_arrow_reader(BATCH_ROWS)
     try:
         with (
-            atomic_path(folder / "sentences.first.npy") as first_path,
-            atomic_path(folder / "sentences.count.npy") as count_path,
+            npy_stream(folder / "sentences.first.npy", np.int32, n) as write_first,
+            npy_stream(folder / "sentences.count.npy", np.int32, n) as write_count,
         ):
-            first = np.lib.format.open_memmap(first_path, mode="w+", dtype=np.int32, shape=(n,))
-            count = np.lib.format.open_memmap(count_path, mode="w+", dtype=np.int32, shape=(n,))
-            first[:] = -1  # a passage without sentences (count stays 0)
+            done = 0  # passages written; one without sentences gets first -1 and count 0
             for batch in reader:
                 cols = {name: batch.column(name).to_numpy(zero_copy_only=False) for name in batch.schema.names}
                 if not cols["consecutive"].all():
                     raise _NotConsecutive
-                at = cols["passage_id"].astype(np.int64)
+                at = cols["passage_id"].astype(np.int64) - done
+                span = int(at[-1]) + 1 if len(at) else 0
+                first = np.full(span, -1, dtype=np.int32)
+                count = np.zeros(span, dtype=np.int32)
                 first[at] = cols["first"]
                 count[at] = cols["n"]
-            first.flush()
-            count.flush()
-            del first, count
+                write_first(first)
+                write_count(count)
+                done += span
+            write_first(np.full(n - done, -1, dtype=np.int32))
+            write_count(np.zeros(n - done, dtype=np.int32))
     except _NotConsecutive:
         return 0
     return n

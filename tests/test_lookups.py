@@ -151,3 +151,19 @@ def test_sentence_ids_not_consecutive_are_read_from_the_store(gensim_store, tmp_
         got = store.passages_with_pages([pid, pid + 1])
         assert got == _sql_answers(store, lambda: store.passages_with_pages([pid, pid + 1]))
         assert got[pid][2] == [b for _, b, _ in store.sentences(pid)]
+
+
+def test_sentence_ranges_are_written_in_passage_order_across_batches_and_gaps(tmp_path, monkeypatch):
+    """Passages 2, 4 and 6 state no sentence (first -1, count 0), one at a batch's edge and one the last."""
+    import duckdb
+    import numpy as np
+
+    monkeypatch.setattr(lookups, "BATCH_ROWS", 2)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE passages AS SELECT range AS passage_id FROM range(7)")
+    spans = [(p, i, first + i) for p, first, n in ((0, 0, 2), (1, 2, 1), (3, 5, 3), (5, 9, 1)) for i in range(n)]
+    con.execute("CREATE TABLE sentence_spans (passage_id BIGINT, sentence_index INT, page_sentence_index INT)")
+    con.executemany("INSERT INTO sentence_spans VALUES (?, ?, ?)", spans)
+    assert lookups._write_sentence_ranges(con, tmp_path) == 7
+    assert np.load(tmp_path / "sentences.first.npy").tolist() == [0, 2, -1, 5, -1, 9, -1]
+    assert np.load(tmp_path / "sentences.count.npy").tolist() == [2, 1, 0, 3, 0, 1, 0]
