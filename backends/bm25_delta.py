@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +26,11 @@ from typing import Any
 import numpy as np
 
 from backends.bm25 import prepare_query
-from backends.delta_corpus import DeltaCorpus, merge_floor, top_hits
+from backends.delta_corpus import DeltaCorpus, Strings, merge_floor, top_hits
 
 SEPARATOR = "qqxqqxqq"  # a token the analyzer keeps as it is: many passages analysed in one call, split at it
 ANALYZE_CHARS = 200_000  # text handed to the analyzer per call
+TOKEN_SLICE = 20_000  # documents whose tokens are Python objects at once while a part is made
 
 
 class BM25Part:
@@ -46,16 +47,19 @@ class BM25Part:
         self.norms: dict[str, np.ndarray] = {}
         with base._lock:  # Java from one Python thread at a time (backends.bm25)
             for field in self.fields:
-                docs = self._tokens(texts.get(field, contents))
+                field_texts = texts.get(field, contents)
+                slices = (
+                    self._tokens(field_texts[a : a + TOKEN_SLICE]) for a in range(0, len(field_texts), TOKEN_SLICE)
+                )
+                packed, doc_lengths = _packed_postings(slices)
                 n, total = self._stats[field], self._reader.getSumTotalTermFreq(field)
                 avgdl = total / n if n > 0 else 1.0
                 stored: dict[int, int] = {}  # a length as Lucene stores it, asked of Java once per length
                 lengths = [
-                    stored.get(len(d)) or stored.setdefault(len(d), small.byte4ToInt(small.intToByte4(len(d))))
-                    for d in docs
+                    stored.get(d) or stored.setdefault(d, small.byte4ToInt(small.intToByte4(d)))
+                    for d in doc_lengths.tolist()
                 ]
                 self.norms[field] = self.k1 * (1 - self.b + self.b * np.asarray(lengths, dtype=np.float64) / avgdl)
-                packed = SavedPostings.pack(_postings(docs))
                 packed.update(SavedPostings.impacts(packed, self.norms[field]))
                 self.postings[field] = SavedPostings(packed)
 
@@ -299,15 +303,42 @@ def _exact(lists: list[Terms], ids: np.ndarray, n: int) -> np.ndarray:
     return acc
 
 
-def _postings(docs: list[list[str]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """term -> (rows holding it, its count in each)."""
-    rows: dict[str, list[int]] = {}
-    tfs: dict[str, list[int]] = {}
-    for i, doc in enumerate(docs):
-        for term, tf in Counter(doc).items():
-            rows.setdefault(term, []).append(i)
-            tfs.setdefault(term, []).append(tf)
-    return {t: (np.asarray(r, dtype=np.int64), np.asarray(tfs[t], dtype=np.float64)) for t, r in rows.items()}
+def _packed_postings(slices: Iterable[list[list[str]]]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The postings of the documents ``slices`` yield in turn (each a list of token lists), as
+    :class:`SavedPostings` arrays (terms sorted, each term's rows ascending), and each document's length in tokens.
+    One slice's tokens at a time are Python objects; the (term, row, count) triples of every slice are flat arrays,
+    sorted by term once at the end."""
+    vocab: dict[str, int] = {}
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    lengths: list[np.ndarray] = []
+    row = 0
+    for docs in slices:
+        terms: list[int] = []
+        rows: list[int] = []
+        tfs: list[int] = []
+        for doc in docs:
+            for term, tf in Counter(doc).items():
+                terms.append(vocab.setdefault(term, len(vocab)))
+                rows.append(row)
+                tfs.append(tf)
+            row += 1
+        parts.append((np.asarray(terms, dtype=np.int32), np.asarray(rows, dtype=np.int32), np.asarray(tfs, np.float32)))
+        lengths.append(np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs)))
+        del docs
+    names = sorted(vocab)
+    rank = np.empty(len(vocab), dtype=np.int32)
+    rank[np.fromiter((vocab[t] for t in names), dtype=np.int64, count=len(names))] = np.arange(len(names))
+    del vocab
+    term = rank[np.concatenate([p[0] for p in parts])] if parts else np.zeros(0, dtype=np.int32)
+    rows_all = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=np.int32)
+    tfs_all = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, dtype=np.float32)
+    del parts
+    order = np.argsort(term, kind="stable")  # rows ascending within a term: they were made in row order
+    blob, ends = Strings.pack(names)
+    starts = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term, minlength=len(names)), out=starts[1:])
+    packed = {"terms": blob, "term_ends": ends, "starts": starts, "rows": rows_all[order], "tfs": tfs_all[order]}
+    return packed, np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
 
 
 class SavedPostings:
@@ -327,25 +358,6 @@ class SavedPostings:
 
     def arrays(self) -> dict[str, np.ndarray]:
         return dict(self._arrays)
-
-    @staticmethod
-    def pack(postings: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
-        from backends.delta_corpus import Strings
-
-        terms = sorted(postings)
-        blob, ends = Strings.pack(terms)
-        sizes = [len(postings[t][0]) for t in terms]
-        starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
-        rows = np.concatenate([postings[t][0] for t in terms]) if terms else np.zeros(0, dtype=np.int64)
-        tfs = np.concatenate([postings[t][1] for t in terms]) if terms else np.zeros(0, dtype=np.float64)
-        # Counts are whole numbers: float32 holds them exactly (read back as float64 to score).
-        return {
-            "terms": blob,
-            "term_ends": ends,
-            "starts": starts,
-            "rows": rows.astype(np.int32),
-            "tfs": tfs.astype(np.float32),
-        }
 
     @staticmethod
     def impacts(packed: dict[str, np.ndarray], norms: np.ndarray) -> dict[str, np.ndarray]:

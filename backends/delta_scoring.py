@@ -23,6 +23,9 @@ def _texts(corpus: DeltaCorpus, rows: np.ndarray) -> list[str]:
     return [passage_text(corpus.titles[r], corpus.headings[r], corpus.texts[r]) for r in rows.tolist()]
 
 
+VECTORIZE_SLICE = 20_000  # delta passages hashed into terms at once while the TF-IDF part is made
+
+
 class TfidfPart:
     """The delta's passages as postings of the base's TF-IDF terms: for each base term id the delta holds, its
     passages by ascending weight (sublinear tf x the base's idf, L2-normalised over the terms the base holds, rounded
@@ -42,17 +45,25 @@ class TfidfPart:
         from backends.tfidf_postings import snap
 
         n = len(corpus)
-        x = base._hasher.transform(_texts(corpus, np.arange(n)))
-        rows = np.repeat(np.arange(n), np.diff(x.indptr))
-        tids, held = base._term_ids(x.indices)
-        tf = x.data.astype(np.float64)
-        if base._sublinear:
-            tf = 1.0 + np.log(tf)
-        w = np.where(held, tf * base._idf[tids], 0.0)
-        norms = np.sqrt(np.bincount(rows, weights=w * w, minlength=n))
-        keep = held & (w > 0)
-        kept, rows = tids[keep], rows[keep]
-        values = snap((w[keep] / norms[rows]).astype(np.float32), base._wlo[kept], base._wstep[kept])
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for a in range(0, n, VECTORIZE_SLICE):  # the texts and their float64 terms a slice at a time
+            here = np.arange(a, min(n, a + VECTORIZE_SLICE))
+            x = base._hasher.transform(_texts(corpus, here))
+            local = np.repeat(np.arange(len(here)), np.diff(x.indptr))
+            tids, held = base._term_ids(x.indices)
+            tf = x.data.astype(np.float64)
+            if base._sublinear:
+                tf = 1.0 + np.log(tf)
+            w = np.where(held, tf * base._idf[tids], 0.0)
+            norms = np.sqrt(np.bincount(local, weights=w * w, minlength=len(here)))
+            keep = held & (w > 0)
+            kept, local = tids[keep], local[keep]
+            values = snap((w[keep] / norms[local]).astype(np.float32), base._wlo[kept], base._wstep[kept])
+            parts.append((kept, (local + a).astype(np.int32), values))
+        kept = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+        rows = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=np.int32)
+        values = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, dtype=np.float32)
+        del parts
         order = np.lexsort((rows, values, kept))  # by term, then weight, then row
         self.columns, counts = np.unique(kept, return_counts=True)
         self.indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 PARTS_FORMATS = {"bm25": 2, "tfidf": 2, "dense": 1}
 PARTS_PREFIX = "parts-"
 KIND = "delta part"
+PARTS_JVM_HEAP = "1g"  # the JVM heap of a process that writes the delta parts (wikiground update)
 
 
 def parts_key(build_id: str | None, segment_names: Sequence[str]) -> str:
@@ -165,6 +166,13 @@ def write_parts(index_dir: Path, staged: Path, name: str) -> list[str]:
         if con is not None:
             con.close()
     built = [c for c in (read_manifest(index_dir).get("indexes") or {}) if restorer(c) is not None]
+    if "bm25" in built:
+        # The part asks Java for tokens a bounded slice at a time and for the base's statistics: a small heap does,
+        # where the default cap (a quarter of RAM) let the analyzer's garbage grow it by gigabytes. A JVM already
+        # running (a process that searched before) keeps its own.
+        from backends.jvm import HEAP_ENV, ensure_jvm
+
+        ensure_jvm(heap=os.environ.get(HEAP_ENV) or PARTS_JVM_HEAP)
     with Store.open(index_dir) as store:
         key, before = parts_key(store.build_id, [*current, name]), parts_key(store.build_id, current)
         for channel in built:

@@ -182,3 +182,27 @@ def test_tfidf_part_searched_with_the_base_merges_as_searched_apart(gensim_tfidf
         for hidden in (_hidden(base.search(claim, 20)), frozenset()):  # pages replaced, or only added
             left_out |= _searched_apart_and_with_the_base("tfidf", base, part, claim, 10, hidden)
     assert left_out
+
+
+@pytest.mark.parametrize("slice_size", [1, 7, 1000])
+def test_bm25_delta_postings_made_a_slice_at_a_time_are_those_of_the_whole(slice_size):
+    """Each term (sorted) with its rows ascending and its counts, whatever the slices the documents come in."""
+    from backends.bm25_delta import _packed_postings
+
+    rng = np.random.default_rng(5)
+    words = [f"w{i}" for i in range(60)] + ["é", "z", "a"]
+    docs = [list(rng.choice(words, size=int(rng.integers(0, 30)))) for _ in range(200)]
+    packed, lengths = _packed_postings(docs[a : a + slice_size] for a in range(0, len(docs), slice_size))
+    lists: dict[str, list[tuple[int, int]]] = {}
+    for row, doc in enumerate(docs):
+        for term, tf in Counter(doc).items():
+            lists.setdefault(term, []).append((row, tf))
+    names = sorted(lists)
+    raw, ends = bytes(packed["terms"]), packed["term_ends"].tolist()
+    assert [raw[a:b].decode("utf-8") for a, b in zip([0, *ends[:-1]], ends)] == names
+    starts = packed["starts"].tolist()
+    for i, term in enumerate(names):
+        a, b = starts[i], starts[i + 1]
+        assert list(zip(packed["rows"][a:b].tolist(), packed["tfs"][a:b].tolist())) == lists[term]
+    assert packed["rows"].dtype == np.int32 and packed["tfs"].dtype == np.float32
+    assert lengths.tolist() == [len(d) for d in docs]
