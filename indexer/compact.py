@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from indexer.build_lock import build_lock
 from indexer.delta_segment import delta_lock
 from indexer.manifest import read_manifest, write_manifest
 from indexer.store import open_delta
-from indexer.update import FOLDED_KEY, record_updates
+from indexer.update import FOLDED_KEY, delta_counts, record_updates
 from wikiground.errors import BuildError, ConfigError
 from wikiground.layout import (
     BUILT_CHANNELS,
@@ -47,18 +48,15 @@ log = logging.getLogger(__name__)
 COMPACT_SHARE = 0.10
 
 
-def delta_share(index_dir: Path) -> dict[str, Any]:
-    """The delta's passages, the base's, and the share of the one in the other."""
+def delta_share(index_dir: Path, counts: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """The delta's passages, the base's, and the share of the one in the other. ``counts``: the delta's
+    ``passages``, ``pages`` and ``deleted`` where the caller has just counted them (an update's summary), so that
+    the delta is not merged in memory again; else they are counted in it."""
     manifest = read_manifest(index_dir)
     base = int((manifest.get("counts") or {}).get("passages") or 0)
-    con, _ = open_delta(index_dir)
-    counts = {"passages": 0, "pages": 0, "deleted": 0}
-    if con is not None:
-        try:
-            for key, table in (("passages", "passages"), ("pages", "pages"), ("deleted", "tombstones")):
-                counts[key] = int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-        finally:
-            con.close()
+    if counts is None:
+        counts = _count_delta(index_dir)
+    counts = {key: int(counts.get(key) or 0) for key in ("passages", "pages", "deleted")}
     share = counts["passages"] / base if base else float(counts["passages"] > 0)
     return {
         "delta_passages": counts["passages"],
@@ -68,6 +66,16 @@ def delta_share(index_dir: Path) -> dict[str, Any]:
         "share": round(share, 6),
         "threshold": COMPACT_SHARE,
     }
+
+
+def _count_delta(index_dir: Path) -> dict[str, int]:
+    con, _ = open_delta(index_dir)
+    if con is None:
+        return {}
+    try:
+        return delta_counts(con)
+    finally:
+        con.close()
 
 
 def compact_index(index_dir: str | Path, *, force: bool = False, memory: int | None = None) -> dict[str, Any]:

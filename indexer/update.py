@@ -110,7 +110,8 @@ def update_index(
     prepare: Callable[[Path, Path, str], object] | None = None,
 ) -> dict[str, Any]:
     """Apply ``dumps`` (adds-changes or pages-articles XML) then ``events`` (page_change JSON lines) to the index
-    at ``index_dir``; returns a summary: the files applied or skipped, the segment written (None: nothing new).
+    at ``index_dir``; returns a summary: the files applied or skipped, the segment written (None: nothing new), the
+    delta's counts once applied (the manifest's ``delta``).
     ``prepare(index_dir, staged, name)`` runs on the new segment before it is renamed in (the command passes
     ``backends.delta_store.write_parts``: the channels' delta parts written in the same update)."""
     index_dir = Path(index_dir)
@@ -135,7 +136,8 @@ def update_index(
             tables["delta_files"] = [r.row(_now()) for r in records]
             ready = (lambda staged, final: prepare(index_dir, staged, final)) if prepare is not None else None
             name = write_segment(folder, tables, before_commit=ready)
-    record_updates(index_dir)  # also completes the record of an update killed between its segment and this
+    # Also completes the record of an update killed between its segment and this; its counts are the delta's.
+    delta = record_updates(index_dir).get("delta") or {}
     seconds = time.perf_counter() - started
     log.info("update of %s: %d file(s) applied, %d skipped, %.1f s", index_dir, len(records), len(skipped), seconds)
     return {
@@ -144,6 +146,7 @@ def update_index(
         "skipped_files": skipped,
         "messages": run.messages,
         "seconds": round(seconds, 3),
+        "delta": delta,
     }
 
 
@@ -294,6 +297,12 @@ class _Run:
         return True
 
 
+def delta_counts(con: Any) -> dict[str, int]:
+    """The merged delta ``con``'s passages, pages and deletions (tombstones)."""
+    tables = (("passages", "passages"), ("pages", "pages"), ("deleted", "tombstones"))
+    return {key: int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) for key, table in tables}
+
+
 def record_updates(index_dir: Path) -> dict[str, Any]:
     """Rewrite the manifest's ``updates`` (every applied file, oldest first: those a compaction folded into the base,
     then the delta's) and ``delta`` (its page counts) from the delta's segments; returns the manifest."""
@@ -304,11 +313,11 @@ def record_updates(index_dir: Path) -> dict[str, Any]:
     try:
         cols = [d[0] for d in con.execute("SELECT * FROM delta_files LIMIT 0").description]
         rows = con.execute("SELECT * FROM delta_files").fetchall()
-        count = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("pages", "tombstones")}
+        count = delta_counts(con)
         stale = con.execute("SELECT count(DISTINCT page_id) FROM stale_pages").fetchone()[0]
     finally:
         con.close()
     manifest["updates"] = [*(manifest.get(FOLDED_KEY) or []), *(dict(zip(cols, r, strict=True)) for r in rows)]
-    manifest["delta"] = {"pages": count["pages"], "deleted": count["tombstones"], "stale": stale}
+    manifest["delta"] = {**count, "stale": stale}
     write_manifest(index_dir, manifest)
     return manifest

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace, *, prepare: Callable[[Path, Path, str], object
 
     summary = update_index(args.index, args.dump, args.events, workers=args.workers, prepare=prepare)
     # Every query scores the delta directly, so past the share worth a compaction the user is told, once per update.
-    summary["delta_share"] = delta_share(args.index)
+    summary["delta_share"] = delta_share(args.index, summary["delta"])
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
     elif not args.quiet:

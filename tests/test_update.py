@@ -288,6 +288,9 @@ def test_the_cli_updates_and_reports(base, tmp_path):
     assert summary["segment"]
     share = summary["delta_share"]
     assert share["delta_passages"] > 0 and share["share"] == round(share["delta_passages"] / share["base_passages"], 6)
+    from indexer.compact import delta_share
+
+    assert share == delta_share(index)  # the update's own counts are those of the delta counted afresh
     again = subprocess.run([sys.executable, "-m", "indexer", *cmd[3:]], cwd=ROOT, capture_output=True, text=True)
     assert again.returncode == 0 and "already applied" in again.stdout and "nothing new" in again.stdout
     # past the share worth a compaction, the update names the command
