@@ -324,7 +324,7 @@ def _packed_postings(slices: Iterable[list[list[str]]]) -> tuple[dict[str, np.nd
             row += 1
         parts.append((np.asarray(terms, dtype=np.int32), np.asarray(rows, dtype=np.int32), np.asarray(tfs, np.float32)))
         lengths.append(np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs)))
-        del docs
+        del docs  # this slice's tokens freed before the generator makes the next one's
     names = sorted(vocab)
     rank = np.empty(len(vocab), dtype=np.int32)
     rank[np.fromiter((vocab[t] for t in names), dtype=np.int64, count=len(names))] = np.arange(len(names))
