@@ -3,7 +3,8 @@
 RRF (with ``retriever.fusion``'s promotion) decides which pages make the fused top ``within`` (5); this module only
 reorders them. Each of those pages is described by what every channel says of it (its page rank there, its score
 against the channel's first page's, the channel's lead when it ranks the page first, whether the title channel
-named it as an entity or as a concept word, the kg path's score, how many channels name it, its fused place), and
+named it as an entity or as a concept word, the kg path's score, how many channels name it, its fused place,
+whether it is a disambiguation page), and
 is scored by a dot product with the weights of a small linear model (``rank1.json`` beside this module, fitted by
 ``benchmarks/bench_fusion.py`` on the FEVER and HotpotQA dev claims; see benchmarks/RESULTS.md). The pages are then
 ordered by that score, ties in the fused order: which pages are in the top 5, and the list below it, stay as fused,
@@ -30,6 +31,9 @@ from wikiground.records import Hit
 MODEL_FILE = Path(__file__).with_name("rank1.json")
 TEXT_CHANNELS = ("bm25", "dense", "tfidf")  # channels whose scores rank texts: a score against the first's means much
 EXACT_TITLE = 2.75  # a title score from which the name is exact, direct and at the claim's start (backends/title.py)
+# Wikipedia's title for a disambiguation page beside a primary topic: a list of senses, never a claim's evidence, yet
+# its lead repeats the claim's words and the text channels can rank it first.
+DISAMBIGUATION = "(disambiguation)"
 
 
 def _channel_features(channel: str) -> tuple[str, ...]:
@@ -50,6 +54,7 @@ FEATURES: tuple[str, ...] = (
     "fused.rel",
     "plain.first",
     "n.channels",
+    "page.disambiguation",
 )
 
 
@@ -152,6 +157,7 @@ def features(
             p.score / top_score,
             float(i == plain_first),
             len(p.ranks) / len(CHANNELS),
+            float(p.best.title.endswith(DISAMBIGUATION)),
         ]
         rows.append(row)
     return rows

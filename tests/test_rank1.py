@@ -89,6 +89,26 @@ def test_features_name_what_the_channels_say():
     assert rows[1]["bm25.rel"] == 1.0 and rows[2]["bm25.rel"] == pytest.approx(8.0 / 9.0)
 
 
+def test_a_disambiguation_page_the_channels_rank_first_gives_way_under_the_shipped_model():
+    """Its lead lists the senses of the claim's words, so the text channels can rank it first; it is never evidence.
+    The feature is its title's; the shipped model weighs it against every channel agreeing on it."""
+    titled = {1: "Mercury (disambiguation)", 2: "Mercury (planet)", 3: "Mercury (element)"}
+
+    def channel(name: str, scores: tuple[float, ...]) -> list[Hit]:
+        return [
+            Hit(10 * pid, pid, s, rank, name, title=titled[pid])
+            for rank, (pid, s) in enumerate(zip((1, 2, 3), scores), 1)
+        ]
+
+    res = {"bm25": channel("bm25", (9.0, 8.5, 8.0)), "tfidf": channel("tfidf", (0.6, 0.55, 0.5))}
+    top = fuse(res, rank1=None)
+    assert top[0].page_id == 1
+    rows = {p.page_id: dict(zip(rank1.FEATURES, r)) for p, r in zip(top, rank1.features(res, top[:5], {}, 60))}
+    assert rows[1]["page.disambiguation"] == 1.0 and rows[2]["page.disambiguation"] == 0.0
+    assert rank1.shipped().weights[rank1.FEATURES.index("page.disambiguation")] < 0
+    assert fuse(res)[0].page_id == 2
+
+
 def test_the_shipped_model_loads_and_names_what_it_was_fitted_on():
     shipped = rank1.shipped()
     assert len(shipped.weights) == len(rank1.FEATURES) and shipped.within == 5
