@@ -134,6 +134,6 @@ def write_live_pages(
         todo = [p for pid, p in wanted.items() if (pid, p.rev_id) not in known]
         if not todo:
             return 0
-        name = write_segment(folder, _segment_tables(todo, _resolved(todo, resolve)))
+        name = write_segment(folder, [_segment_tables(todo, _resolved(todo, resolve))])
     log.info("delta %s: %d live page(s) written to %s", folder, len(todo), name)
     return len(todo)

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,14 +90,16 @@ def _insert(con: Any, table: str, rows: Sequence[tuple]) -> None:
 
 def write_segment(
     folder: Path,
-    tables: Mapping[str, Sequence[tuple]],
+    batches: Iterable[Mapping[str, Sequence[tuple]]],
     *,
     before_commit: Callable[[Path, str], None] | None = None,
 ) -> str:
-    """A new segment in ``folder`` (held under :func:`delta_lock`) holding ``tables`` (name -> rows, in the
-    tables' column order); returns its file name. Readers see all of it or none: it is renamed in when whole.
-    ``before_commit(staged, name)`` runs on the whole segment under its temporary name, before it is renamed in
-    (the channels' delta parts are written then, so readers find them with it); if it fails, nothing is."""
+    """A new segment in ``folder`` (held under :func:`delta_lock`) holding the rows of ``batches`` (each: table
+    name -> rows, in the table's column order; a table's rows in the order they come, batch after batch, so that
+    an update need not hold them all at once); returns its file name. Readers see all of it or none: it is renamed
+    in when whole. ``before_commit(staged, name)`` runs on the whole segment under its temporary name, before it
+    is renamed in (the channels' delta parts are written then, so readers find them with it); if it fails, nothing
+    is."""
     import duckdb
 
     name = f"seg-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{DELTA_SEGMENT_SUFFIX}"
@@ -107,9 +109,10 @@ def write_segment(
         try:
             con.execute(DDL + DELTA_EXTRA_DDL)
             con.execute("BEGIN")
-            for table, rows in tables.items():
-                if rows:
-                    _insert(con, table, rows)
+            for tables in batches:
+                for table, rows in tables.items():
+                    if rows:
+                        _insert(con, table, rows)
             con.execute("COMMIT")
             con.execute("CHECKPOINT")
         finally:

@@ -13,9 +13,12 @@ manifest's ``updates`` lists every applied file, read back from the segments (wh
 
 from __future__ import annotations
 
+import itertools
 import logging
+import pickle
 import time
-from collections.abc import Callable, Iterable, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,8 @@ log = logging.getLogger(__name__)
 
 FOLDED_KEY = "folded_updates"  # the manifest's record of the files a compaction folded into the base
 PARSE_CHUNK = 64  # pages handed to a cleaner process at a time
+WRITE_BATCH_PAGES = 2000  # pending pages unpacked and inserted into the segment at a time
+PACK_LEVEL = 1  # zlib: a pending page packed at the fastest level already takes a fraction of its rows' memory
 
 
 @dataclass(slots=True)
@@ -73,9 +78,13 @@ class FileRecord:
 
 @dataclass(slots=True)
 class _Pending:
-    """The new segment's content, by page id: the page's tables, or a tombstone row; stale notes; redirects."""
+    """The new segment's content, by page id: the page's tables, or a tombstone row; stale notes; redirects.
 
-    pages: dict[int, dict[str, list[tuple]]] = field(default_factory=dict)
+    A page's tables are held packed (pickled, then zlib-compressed), and unpacked a batch of pages at a time as the
+    segment is written: as Python tuples, an increment's rows took many times their text's size, and all of them
+    stayed in memory until the end of the update."""
+
+    pages: dict[int, bytes] = field(default_factory=dict)
     tombstones: dict[int, tuple] = field(default_factory=dict)
     stale: dict[int, tuple] = field(default_factory=dict)
     redirects: dict[str, tuple] = field(default_factory=dict)
@@ -83,22 +92,33 @@ class _Pending:
     def put_page(self, page_id: int, tables: dict[str, list[tuple]]) -> None:
         self.tombstones.pop(page_id, None)
         self.stale.pop(page_id, None)
-        self.pages[page_id] = tables
+        self.pages[page_id] = zlib.compress(pickle.dumps(tables, protocol=pickle.HIGHEST_PROTOCOL), PACK_LEVEL)
+
+    def page(self, page_id: int) -> dict[str, list[tuple]] | None:
+        """The tables this update holds for the page (None: none)."""
+        packed = self.pages.get(page_id)
+        return None if packed is None else pickle.loads(zlib.decompress(packed))  # our own bytes, packed above
 
     def put_tombstone(self, page_id: int, row: tuple) -> None:
         self.pages.pop(page_id, None)
         self.stale.pop(page_id, None)
         self.tombstones[page_id] = row
 
-    def tables(self) -> dict[str, list[tuple]]:
-        out: dict[str, list[tuple]] = {}
-        for tables in self.pages.values():
-            for name, rows in tables.items():
-                out.setdefault(name, []).extend(rows)
-        out["tombstones"] = list(self.tombstones.values())
-        out["stale_pages"] = list(self.stale.values())
-        out.setdefault("redirects", []).extend(self.redirects.values())
-        return out
+    def batches(self) -> Iterator[dict[str, list[tuple]]]:
+        """The segment's rows (table name -> rows): the pages' tables ``WRITE_BATCH_PAGES`` pages at a time, in the
+        order the pages were first put, then the tombstones, the stale notes and the redirects."""
+        ids, size = list(self.pages), WRITE_BATCH_PAGES
+        for at in range(0, len(ids), size):
+            out: dict[str, list[tuple]] = {}
+            for page_id in ids[at : at + size]:
+                for name, rows in (self.page(page_id) or {}).items():
+                    out.setdefault(name, []).extend(rows)
+            yield out
+        yield {
+            "tombstones": list(self.tombstones.values()),
+            "stale_pages": list(self.stale.values()),
+            "redirects": list(self.redirects.values()),
+        }
 
 
 def update_index(
@@ -132,10 +152,9 @@ def update_index(
         records, skipped = run.apply(paths)
         name = None
         if records:
-            tables = run.pending.tables()
-            tables["delta_files"] = [r.row(_now()) for r in records]
+            files = {"delta_files": [r.row(_now()) for r in records]}
             ready = (lambda staged, final: prepare(index_dir, staged, final)) if prepare is not None else None
-            name = write_segment(folder, tables, before_commit=ready)
+            name = write_segment(folder, itertools.chain(run.pending.batches(), [files]), before_commit=ready)
     # Also completes the record of an update killed between its segment and this; its counts are the delta's.
     delta = record_updates(index_dir).get("delta") or {}
     seconds = time.perf_counter() - started
@@ -288,7 +307,7 @@ class _Run:
 
     def copy(self, event: PageEvent, title: str) -> bool:
         """The page's current text (this update's, the delta's or the base's) as a new revision under ``title``."""
-        tables = self.pending.pages.get(event.page_id) or copied_tables(self.store, event.page_id)
+        tables = self.pending.page(event.page_id) or copied_tables(self.store, event.page_id)
         if not tables:
             return False
         fresh = retitle(tables, title=title, rev_id=event.rev_id, stamp=event.dt, base_url=self.base_url)

@@ -156,6 +156,50 @@ def test_the_same_update_twice_changes_nothing(updated):
         assert a == b
 
 
+def _segment_rows(index) -> dict[str, list[tuple]]:
+    import duckdb
+
+    (segment,) = delta_segments(index)
+    con = duckdb.connect(str(segment), read_only=True)
+    try:
+        tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() ORDER BY table_name").fetchall()]
+        return {t: con.execute(f"SELECT * FROM {t}").fetchall() for t in tables if t != "delta_files"}
+    finally:
+        con.close()
+
+
+def test_pending_pages_are_written_a_batch_at_a_time_to_the_same_segment(gensim_index, gensim_dump, tmp_path):
+    """An update holds its pages packed and writes them a batch of pages at a time: the segment's rows are the
+    same, in the same order, one page a batch or all in one; a page this update revised, then moved, carries its
+    revised text to the new title (read back from the packed pages)."""
+    import indexer.update as update
+
+    pages = read_pages(gensim_dump, [EDITED, DELETED, MOVED])
+    dump, _ = _inputs(tmp_path, pages)
+    pid, rev, _, _ = pages[EDITED]
+    events = Events().add("move", pid, "Aristotle (philosopher)", rev + 300, "2026-11-27T09:00:00Z", prior_title=EDITED)
+    events.add("move", pages[MOVED][0], NEW_TITLE, pages[MOVED][1] + 1, "2026-11-27T10:00:00Z", prior_title=MOVED)
+    events.add("delete", pages[DELETED][0], DELETED, pages[DELETED][1], "2026-11-27T11:00:00Z")
+    events = events.write(tmp_path / "page_change.jsonl")
+    rows = []
+    for n, size in enumerate((update.WRITE_BATCH_PAGES, 1)):
+        index = tmp_path / f"index{n}"
+        shutil.copytree(gensim_index, index, ignore=shutil.ignore_patterns("delta"))
+        update.WRITE_BATCH_PAGES, before = size, update.WRITE_BATCH_PAGES
+        try:
+            update_index(index, [dump], [events], workers=1)
+        finally:
+            update.WRITE_BATCH_PAGES = before
+        rows.append(_segment_rows(index))
+    assert rows[0] == rows[1]
+    titles = {r[1] for r in rows[0]["pages"]}
+    assert titles == {"Aristotle (philosopher)", NEW_TITLE}
+    moved = [r[3] for r in rows[0]["passages"] if r[4] == "Aristotle (philosopher)"]
+    assert any("Lyceum Society of Stagira" in text for text in moved)
+    assert {r[0] for r in rows[0]["tombstones"]} == {pages[DELETED][0]}
+    assert {r[0] for r in rows[0]["redirects"]} == {EDITED, MOVED}
+
+
 def _answers(index, claims=CLAIMS) -> list:
     with Retriever.open(index) as r:
         found = [r.search(c, 10, passages=True).evidence for c in claims]
