@@ -503,8 +503,9 @@ def _connect(db_path: Path):
     import duckdb
 
     from backends.passage_table import read_config
+    from wikiground.system import quiet
 
     try:
-        return duckdb.connect(str(db_path), read_only=True, config=read_config())
+        return quiet(duckdb.connect(str(db_path), read_only=True, config=read_config()))
     except duckdb.Error as exc:
         raise BuildError(f"{db_path}: cannot open the store read-only: {exc}") from exc

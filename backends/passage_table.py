@@ -17,7 +17,7 @@ import numpy as np
 
 from wikiground.errors import IndexCorruptError, InputError
 from wikiground.layout import atomic_path, map_bytes, npy_stream
-from wikiground.system import duckdb_size
+from wikiground.system import duckdb_size, quiet
 
 FILES = ("passage_page.npy", "page_ids.npy", "page_titles.bin", "page_title_offsets.npy")
 BATCH_ROWS = 100_000
@@ -49,7 +49,7 @@ def connect(db_path: Path):
     if not Path(db_path).is_file():
         raise InputError("store not found", path=str(db_path))
     try:
-        return duckdb.connect(str(db_path), read_only=True, config=read_config())
+        return quiet(duckdb.connect(str(db_path), read_only=True, config=read_config()))
     except duckdb.Error as exc:
         raise InputError(f"cannot open the store read-only: {exc}", path=str(db_path)) from exc
 

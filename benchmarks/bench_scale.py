@@ -190,7 +190,8 @@ def measure_build(
     index.parent.mkdir(parents=True, exist_ok=True)
     cmd = [PY, "-c", _BUILD_SCRIPT, str(dump), str(index), indexes, memory or "", *(["resume"] if resume else [])]
     started = time.time()
-    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.PIPE)
+    # stdout into the one pipe read: a second pipe nobody reads blocks the build once it fills.
+    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.STDOUT)
     sampler = TreeSampler(proc.pid, index.parent, build_tmp_prefix(index))
     log_lines = _follow_stderr(proc, sampler)
     _, status, usage = os.wait4(proc.pid, 0)

@@ -16,6 +16,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from wikiground.system import quiet
+
 BATCH_ROWS = 20_000  # delta rows read at a time: passages of a few kilobytes each, tens of megabytes a batch
 
 _KEPT = "page_id NOT IN (SELECT page_id FROM _hidden)"
@@ -74,7 +76,7 @@ def fold_store(
     from wikiground.system import duckdb_size
 
     scratch = Path(str(db) + ".delta")
-    con = duckdb.connect()
+    con = quiet(duckdb.connect())
     try:
         con.execute(f"ATTACH '{_quoted(db)}' AS store")
         con.execute("USE store")
@@ -126,7 +128,7 @@ def newest_revision(db: Path, base: str | None) -> str | None:
     ``newest_rev_timestamp``) where that is newer: the base's newest page may be one the delta deleted."""
     import duckdb
 
-    con = duckdb.connect(str(db), read_only=True)
+    con = quiet(duckdb.connect(str(db), read_only=True))
     try:
         folded = con.execute("SELECT max(rev_timestamp) FROM pages").fetchone()[0]
     finally:

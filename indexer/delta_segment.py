@@ -29,6 +29,7 @@ from wikiground.layout import (
     LIVE_PASSAGES_PER_PAGE,
     delta_dir,
 )
+from wikiground.system import quiet
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ def write_segment(
     name = f"seg-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{DELTA_SEGMENT_SUFFIX}"
     tmp = folder / f".{name}.part"
     try:
-        con = duckdb.connect(str(tmp))
+        con = quiet(duckdb.connect(str(tmp)))
         try:
             con.execute(DDL + DELTA_EXTRA_DDL)
             con.execute("BEGIN")

@@ -39,7 +39,7 @@ import numpy as np
 from indexer import graph_lookups
 from wikiground.errors import IndexFormatError
 from wikiground.layout import PARAMS_FILE, append_blobs, atomic_path, atomic_write_json, map_bytes, npy_stream, save_npy
-from wikiground.system import duckdb_size
+from wikiground.system import duckdb_size, quiet
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def build(
 
     from indexer.store_writer import _sql_string
 
-    con = duckdb.connect(":memory:")
+    con = quiet(duckdb.connect(":memory:"))
     try:
         # The window over every title and redirect may spill (whole enwiki: ~17M keys): beside the store.
         con.execute(f"SET temp_directory = {_sql_string(str(db_path) + '.tmp')}")

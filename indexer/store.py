@@ -34,6 +34,7 @@ from wikiground.layout import (
     delta_segments,
 )
 from wikiground.records import Page, Passage
+from wikiground.system import quiet
 from wikiground.text import canonical_title, normalize_title
 
 if TYPE_CHECKING:
@@ -249,7 +250,7 @@ def _connect(path: Path, *, expected_bytes: int | None = None):
             raise IndexCorruptError(
                 f"{path}: {size} bytes where the manifest says {expected_bytes}: truncated or replaced (rebuild)"
             )
-    con = duckdb.connect(":memory:")
+    con = quiet(duckdb.connect(":memory:"))
     try:
         _tune(con)
         con.execute(f"SET GLOBAL memory_limit = '{STORE_MEMORY_LIMIT}'")
@@ -358,7 +359,7 @@ def open_delta(index_dir: Path, extra: Sequence[Path] = ()) -> tuple[Any | None,
     listing = _listing(segments)
     if not segments:
         return None, listing
-    con = duckdb.connect(":memory:")
+    con = quiet(duckdb.connect(":memory:"))
     _tune(con)
     con.execute(DDL + DELTA_EXTRA_DDL)
     best: dict[int, tuple[tuple, int, bool]] = {}  # page_id -> (revision key, segment number, is a tombstone)

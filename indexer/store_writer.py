@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from indexer.parsed import ParsedChunk, ParsedPage, ParsedSection
 from indexer.readers import ChunkPages, RawPage, XmlChunk, parse_xml_chunk
 from wikiground.errors import BuildError, InputError
-from wikiground.system import duckdb_size, usable_cpus
+from wikiground.system import duckdb_size, quiet, usable_cpus
 from wikiground.text import canonical_title, normalize_title, page_url
 
 if TYPE_CHECKING:
@@ -559,7 +559,7 @@ class StoreWriter:
         self._staged_writer: Any = None
         try:
             # ROW_GROUP_SIZE is an ATTACH option, hence an in-memory connection that attaches the file.
-            self._con = duckdb.connect()
+            self._con = quiet(duckdb.connect())
             self._con.execute(f"ATTACH {_sql_string(str(self.db_path))} AS store (ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
             self._con.execute("USE store")
             # Spill files beside the store (inside the build's temporary folder), not in the working directory.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 def usable_cpus() -> int:
@@ -54,3 +55,11 @@ def default_build_memory(total: int | None = None) -> int:
 def duckdb_size(nbytes: int) -> str:
     """A byte count as DuckDB's ``memory_limit`` reads it (whole MiB, at least 64)."""
     return f"{max(64, int(nbytes) >> 20)}MiB"
+
+
+def quiet(con: Any) -> Any:
+    """``con`` (a DuckDB connection) without DuckDB's progress bar, which it prints to stdout for any query past two
+    seconds: the library logs its progress and the CLI owns the output, and a build whose stdout is a pipe nobody
+    reads would block on it. Cursors made from ``con`` afterwards inherit the setting."""
+    con.execute("SET enable_progress_bar = false")
+    return con
