@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from backends.spelling import misspelt_name
-from wikiground.text import normalize_title, words
+from wikiground.text import is_disambiguation_title, normalize_title, words
 
 if TYPE_CHECKING:
     from indexer.store import Resolution, Store
@@ -600,8 +600,7 @@ def missing_entities(
     items = [(t or "", x or "") for t, x in list(covered)[:depth]]
     if covered_text:
         items.append(("", covered_text))
-    # A disambiguation page lists the pages sharing a name: it is none of them.
-    titles = [t for t, _ in items if t and not t.endswith("(disambiguation)")]
+    titles = [t for t, _ in items if t and not is_disambiguation_title(t)]
     local = _TopTitles.of(titles, claim)
     named = [m for m in mentions if not all(is_quantity(p) or not _name_words(p) for p in _pieces(m))]
     subjects: set[int] = set()

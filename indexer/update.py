@@ -96,8 +96,10 @@ class _Pending:
 
     def page(self, page_id: int) -> dict[str, list[tuple]] | None:
         """The tables this update holds for the page (None: none)."""
-        packed = self.pages.get(page_id)
-        return None if packed is None else pickle.loads(zlib.decompress(packed))  # our own bytes, packed above
+        return self._unpacked(page_id) if page_id in self.pages else None
+
+    def _unpacked(self, page_id: int) -> dict[str, list[tuple]]:
+        return pickle.loads(zlib.decompress(self.pages[page_id]))  # our own bytes, packed by put_page
 
     def put_tombstone(self, page_id: int, row: tuple) -> None:
         self.pages.pop(page_id, None)
@@ -111,7 +113,7 @@ class _Pending:
         for at in range(0, len(ids), size):
             out: dict[str, list[tuple]] = {}
             for page_id in ids[at : at + size]:
-                for name, rows in (self.page(page_id) or {}).items():
+                for name, rows in self._unpacked(page_id).items():
                     out.setdefault(name, []).extend(rows)
             yield out
         yield {

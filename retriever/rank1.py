@@ -27,13 +27,11 @@ from typing import Any
 from wikiground.errors import ConfigError
 from wikiground.layout import CHANNELS
 from wikiground.records import Hit
+from wikiground.text import is_disambiguation_title
 
 MODEL_FILE = Path(__file__).with_name("rank1.json")
 TEXT_CHANNELS = ("bm25", "dense", "tfidf")  # channels whose scores rank texts: a score against the first's means much
 EXACT_TITLE = 2.75  # a title score from which the name is exact, direct and at the claim's start (backends/title.py)
-# Wikipedia's title for a disambiguation page beside a primary topic: a list of senses, never a claim's evidence, yet
-# its lead repeats the claim's words and the text channels can rank it first.
-DISAMBIGUATION = "(disambiguation)"
 
 
 def _channel_features(channel: str) -> tuple[str, ...]:
@@ -157,7 +155,8 @@ def features(
             p.score / top_score,
             float(i == plain_first),
             len(p.ranks) / len(CHANNELS),
-            float(p.best.title.endswith(DISAMBIGUATION)),
+            # A list of senses whose lead repeats the claim's words: the text channels can rank it first.
+            float(is_disambiguation_title(p.best.title)),
         ]
         rows.append(row)
     return rows

@@ -19,6 +19,12 @@ def canonical_title(title: str) -> str:
     return t[:1].upper() + t[1:] if t else t
 
 
+def is_disambiguation_title(title: str) -> bool:
+    """Whether ``title`` is Wikipedia's title for a disambiguation page beside a primary topic ("Mercury
+    (disambiguation)"): a list of the pages sharing a name, none of them, and never a claim's evidence."""
+    return title.endswith("(disambiguation)")
+
+
 def normalize_title(title: str) -> str:
     """Loose key for title matching: casefolded, accents and punctuation removed.
 
